@@ -1,0 +1,540 @@
+"""Execute the book's chapters and render HTML.
+
+Usage::
+
+    python -m ltvlib.book list
+    python -m ltvlib.book build [--profile cpu] [--model smollm2-135m] [--seed 0]
+        [--device auto] [--chapters 00 01 ...] [--no-html] [--force] [-p KEY VALUE ...]
+
+Chapters are jupytext ``py:percent`` files ``chapters/NN_name.py``; the ``.py``
+is the source of truth and the paired ``.ipynb`` is its executed output. The
+chapter list and order come from ``_toc.yml`` so new chapters need no change
+here.
+
+With the default setting (profile ``cpu``, model ``smollm2-135m``, seed 0, no
+``-p`` extras) the executed notebooks replace ``chapters/NN_name.ipynb``, which
+are committed so the repository shows real results. Any other setting is
+staged into ``_build/runs/<profile>__<model>/`` and built there, so e.g. a
+smoke run can never overwrite the committed cpu outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ltvlib.cache import atomic_write_text, code_version
+
+KERNEL_NAME = "ltv-book"
+DEFAULT_PROFILE = "cpu"
+DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_SEED = 0
+DEFAULT_DEVICE = "auto"
+PROFILES = ("smoke", "cpu", "paper")
+CHAPTER_DIR = "chapters"
+STAMP_KEY = "ltvbook"
+JUPYTEXT_FORMATS = "ipynb,py:percent"
+
+
+class ChapterError(RuntimeError):
+    """A chapter failed to execute; the message names the chapter and the error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Chapter:
+    name: str  # "00_overview"
+    docname: str  # toc entry, "chapters/00_overview"
+    root: Path  # book root holding _toc.yml
+
+    @property
+    def py(self) -> Path:
+        return self.root / f"{self.docname}.py"
+
+    @property
+    def ipynb(self) -> Path:
+        return self.root / f"{self.docname}.ipynb"
+
+
+# --------------------------------------------------------------------------- toc
+
+
+def _toc_files(node: Any) -> Iterable[str]:
+    """All ``file:`` entries of a jb-book toc, depth first, in reading order."""
+    if isinstance(node, dict):
+        if isinstance(node.get("root"), str):
+            yield node["root"]
+        if isinstance(node.get("file"), str):
+            yield node["file"]
+        for key in ("parts", "chapters", "sections"):
+            for child in node.get(key) or []:
+                yield from _toc_files(child)
+    elif isinstance(node, list):
+        for child in node:
+            yield from _toc_files(child)
+
+
+def _strip_ext(entry: str) -> str:
+    for ext in (".ipynb", ".md", ".py", ".rst"):
+        if entry.endswith(ext):
+            return entry[: -len(ext)]
+    return entry
+
+
+def load_toc(root: Path) -> dict[str, Any]:
+    with open(root / "_toc.yml", encoding="utf-8") as fh:
+        toc = yaml.safe_load(fh)
+    if not isinstance(toc, dict):
+        raise TypeError(f"{root / '_toc.yml'}: expected a mapping, got {type(toc).__name__}")
+    return toc
+
+
+def toc_pages(root: Path) -> list[str]:
+    """Docnames (no extension) of every page in the toc, in order."""
+    return [_strip_ext(f) for f in _toc_files(load_toc(root))]
+
+
+def read_chapters(root: Path) -> list[Chapter]:
+    """Executable chapters: toc pages under ``chapters/``, in toc order."""
+    out = []
+    for doc in toc_pages(root):
+        if doc.startswith(f"{CHAPTER_DIR}/"):
+            out.append(Chapter(name=doc.split("/")[-1], docname=doc, root=root))
+    return out
+
+
+def select_chapters(chapters: Sequence[Chapter], prefixes: Sequence[str] | None) -> list[Chapter]:
+    """Chapters whose name starts with any prefix ("03", "03_icl"); all if none given."""
+    if not prefixes:
+        return list(chapters)
+    unknown = [p for p in prefixes if not any(c.name.startswith(p) for c in chapters)]
+    if unknown:
+        names = ", ".join(c.name for c in chapters)
+        raise SystemExit(f"no chapter matches {unknown}; chapters in _toc.yml: {names}")
+    return [c for c in chapters if any(c.name.startswith(p) for p in prefixes)]
+
+
+def filter_toc(toc: dict[str, Any], drop: set[str]) -> dict[str, Any]:
+    """Copy of ``toc`` without the entries whose docname is in ``drop``
+    (parts left empty are removed: Sphinx rejects empty captions' lists)."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            kept = [walk(n) for n in node if not (isinstance(n, dict) and _strip_ext(str(n.get("file", ""))) in drop)]
+            return [n for n in kept if n is not None]
+        if isinstance(node, dict):
+            node = dict(node)
+            for key in ("parts", "chapters", "sections"):
+                if key in node:
+                    node[key] = walk(node[key])
+                    if not node[key]:
+                        del node[key]
+                        if key == "chapters" and "file" not in node:
+                            return None  # a part with nothing left
+            return node
+        return node
+
+    return walk(copy.deepcopy(toc))
+
+
+# ------------------------------------------------------------------- parameters
+
+
+def parse_value(text: str) -> Any:
+    """Type a ``-p`` value like papermill's CLI does: int, float, bool, None, else str."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    return text
+
+
+def sanitise(text: str) -> str:
+    """File-name-safe form of a model id: ``meta-llama/Llama-3.1-8B`` -> ``meta-llama_Llama-3.1-8B``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
+
+
+def is_default(params: dict[str, Any]) -> bool:
+    """True for the setting whose outputs are committed in ``chapters/``.
+    ``device`` is ignored: it changes where the math runs, not what it is."""
+    core = {"model", "profile", "seed", "device"}
+    return (
+        params.get("profile") == DEFAULT_PROFILE
+        and params.get("model") == DEFAULT_MODEL
+        and params.get("seed", DEFAULT_SEED) == DEFAULT_SEED
+        and not (set(params) - core)
+    )
+
+
+def staging_dir(root: Path, params: dict[str, Any]) -> Path:
+    """``<root>/_build/runs/<profile>__<model>[__seedN][__<extras-hash>]``."""
+    name = f"{sanitise(str(params['profile']))}__{sanitise(str(params['model']))}"
+    if params.get("seed", DEFAULT_SEED) != DEFAULT_SEED:
+        name += f"__seed{sanitise(str(params['seed']))}"
+    extras = {k: v for k, v in params.items() if k not in {"model", "profile", "seed", "device"}}
+    if extras:
+        digest = hashlib.sha256(json.dumps(extras, sort_keys=True, default=str).encode()).hexdigest()
+        name += f"__{digest[:8]}"
+    return root / "_build" / "runs" / name
+
+
+# ------------------------------------------------------------------------ stamps
+
+
+def make_stamp(chapter: Chapter, params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "source_sha": hashlib.sha256(chapter.py.read_bytes()).hexdigest(),
+        "params": dict(sorted(params.items())),
+        "code_version": code_version(),
+    }
+
+
+def read_stamp(notebook: Path) -> dict[str, Any] | None:
+    try:
+        with open(notebook, encoding="utf-8") as fh:
+            meta = json.load(fh).get("metadata", {})
+    except (OSError, ValueError):
+        return None
+    stamp = meta.get(STAMP_KEY)
+    return stamp if isinstance(stamp, dict) else None
+
+
+def up_to_date(notebook: Path, stamp: dict[str, Any]) -> bool:
+    # round-trip through JSON so tuples/ints compare as they were stored
+    return read_stamp(notebook) == json.loads(json.dumps(stamp, default=str))
+
+
+# ------------------------------------------------------------------------ kernel
+
+
+def ensure_kernel(name: str = KERNEL_NAME) -> str:
+    """Make sure kernelspec ``name`` runs *this* interpreter; return the name to use.
+
+    scripts/book.sh registers it with ``ipykernel install --sys-prefix``; this
+    repeats that when needed (fresh venv, tests) so the runner never executes
+    chapters in some other Python that happens to be called ``python3``.
+    """
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+        if spec.argv and spec.argv[0] == sys.executable:
+            return name
+    except NoSuchKernel:
+        pass
+    from ipykernel.kernelspec import install
+
+    try:
+        install(kernel_name=name, display_name=f"Python ({name})", prefix=sys.prefix)
+    except OSError as exc:  # read-only prefix: fall back on jupyter_client mapping "python" to sys.executable
+        print(f"[ltv-book] cannot register kernel {name!r} in {sys.prefix} ({exc}); using python3", file=sys.stderr)
+        return "python3"
+    spec = KernelSpecManager().get_kernel_spec(name)
+    if spec.argv[0] != sys.executable:
+        raise RuntimeError(
+            f"kernelspec {name!r} at {spec.resource_dir} runs {spec.argv[0]}, not {sys.executable}; "
+            f"remove it (jupyter kernelspec remove {name})"
+        )
+    return name
+
+
+# --------------------------------------------------------------------- execution
+
+
+def load_source(chapter: Chapter) -> Any:
+    """The chapter as a notebook, read from its ``.py`` with jupytext.
+
+    Equivalent to ``jupytext --sync`` with the ``.py`` as the source: the
+    ``.ipynb`` is rewritten from it, never the other way round (the executed
+    ``.ipynb`` is always newer, so mtime-based sync would pick the wrong side).
+    """
+    import jupytext
+
+    nb = jupytext.read(chapter.py, fmt="py:percent")
+    nb.metadata.setdefault("jupytext", {})["formats"] = JUPYTEXT_FORMATS
+    if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
+        raise ChapterError(f"{chapter.name}: no cell tagged 'parameters' in {chapter.py}")
+    return nb
+
+
+def execute_chapter(
+    chapter: Chapter,
+    params: dict[str, Any],
+    target: Path,
+    *,
+    kernel_name: str | None = None,
+    cwd: Path | None = None,
+    work_dir: Path | None = None,
+) -> float:
+    """Execute ``chapter`` with papermill into ``target``.
+
+    Args:
+        chapter: the chapter; its ``.py`` is the source.
+        params: injected after the ``parameters`` cell (model, profile, seed, device, extras).
+        target: where the executed, stamped notebook goes (written atomically).
+        kernel_name: kernelspec; default :func:`ensure_kernel`'s.
+        cwd: kernel working dir; default the chapter's own dir (``chapters/``).
+        work_dir: where papermill writes while running; default ``<root>/_build/executing``.
+
+    Returns:
+        Execution time in seconds.
+
+    Raises:
+        ChapterError: on any failure; ``target`` is left untouched.
+
+    Papermill writes into ``work_dir`` (saved after every cell, so progress is
+    visible); only on success is the result stamped and atomically moved to
+    ``target``. On failure the partial notebook stays in ``work_dir`` and
+    ChapterError names the chapter, the error and that file.
+    """
+    import jupytext
+    import nbformat
+    import papermill as pm
+
+    # kernels inherit this; it silences debugpy's "frozen modules" note on every start
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    kernel_name = kernel_name or ensure_kernel()
+    cwd = cwd or chapter.py.parent
+    work_dir = work_dir or chapter.root / "_build" / "executing"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    scratch = work_dir / f"{chapter.name}.ipynb"
+    nb = load_source(chapter)
+    # a .py without a jupytext header has no kernelspec; papermill needs the language
+    nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": f"Python ({kernel_name})", "language": "python"}
+    nb.metadata.setdefault("language_info", {"name": "python"})
+    stamp = make_stamp(chapter, params)
+    start = time.perf_counter()
+    try:
+        pm.execute_notebook(
+            nb,
+            str(scratch),
+            parameters=params,
+            kernel_name=kernel_name,
+            cwd=str(cwd),
+            log_output=True,
+            progress_bar=False,
+        )
+    except pm.PapermillExecutionError as exc:
+        raise ChapterError(
+            f"chapter {chapter.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}\n"
+            f"partial notebook: {scratch}"
+        ) from exc
+    except Exception as exc:  # kernel death, timeouts, missing kernelspec, ...
+        raise ChapterError(f"chapter {chapter.name} failed: {type(exc).__name__}: {exc}") from exc
+    elapsed = time.perf_counter() - start
+    executed = nbformat.read(scratch, as_version=4)
+    executed.metadata[STAMP_KEY] = json.loads(json.dumps(stamp, default=str))
+    # papermill records a NotebookNode input as the whole notebook; keep paths only
+    pm_meta = executed.metadata.get("papermill", {})
+    pm_meta["input_path"] = chapter.py.name
+    pm_meta["output_path"] = target.name
+    executed.metadata.setdefault("jupytext", {})["formats"] = JUPYTEXT_FORMATS
+    atomic_write_text(target, jupytext.writes(executed, fmt="ipynb"))
+    scratch.unlink(missing_ok=True)
+    return elapsed
+
+
+# ----------------------------------------------------------------------- staging
+
+
+def stage_tree(root: Path, stage: Path, chapters: Sequence[Chapter]) -> None:
+    """Copy what Sphinx needs, except chapter notebooks, from ``root`` into ``stage``."""
+    stage.mkdir(parents=True, exist_ok=True)
+    for name in ("_config.yml", "_toc.yml", *(p.name for p in root.glob("*.bib"))):
+        if (root / name).exists():
+            shutil.copy2(root / name, stage / name)
+    chapter_docs = {c.docname for c in chapters}
+    for doc in toc_pages(root):
+        if doc in chapter_docs:
+            continue
+        for ext in (".md", ".ipynb", ".rst"):
+            src = root / f"{doc}{ext}"
+            if src.exists():
+                (stage / doc).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, stage / f"{doc}{ext}")
+    # assets beside the chapters (figures, markdown includes), minus the notebooks themselves
+    src_ch = root / CHAPTER_DIR
+    if src_ch.is_dir():
+        shutil.copytree(
+            src_ch,
+            stage / CHAPTER_DIR,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("*.py", "*.ipynb", "__pycache__", ".ipynb_checkpoints"),
+        )
+
+
+# -------------------------------------------------------------------------- html
+
+
+def build_html(book_root: Path, *, strict: bool = True) -> None:
+    """``jupyter-book build`` with execution off (chapters are already executed).
+
+    Run through this interpreter (jupyter-book has no ``__main__``) so the
+    venv's jupyter-book is used even when ``.venv/bin`` is not on PATH.
+    """
+    cmd = [
+        sys.executable,
+        "-c",
+        "from jupyter_book.cli.main import main; main()",
+        "build",
+        str(book_root),
+        "--builder",
+        "html",
+        "--keep-going",
+    ]
+    if strict:
+        cmd.append("-W")
+    print(f"[ltv-book] {' '.join(cmd[3:])}", flush=True)
+    res = subprocess.run(cmd, check=False)
+    if res.returncode != 0:
+        raise SystemExit(f"jupyter-book build failed (exit {res.returncode})")
+    print(f"[ltv-book] HTML: {book_root / '_build' / 'html' / 'index.html'}")
+
+
+# --------------------------------------------------------------------------- cli
+
+
+def build(
+    root: Path,
+    params: dict[str, Any],
+    prefixes: Sequence[str] | None = None,
+    *,
+    force: bool = False,
+    html: bool = True,
+) -> Path:
+    """Execute the selected chapters, then build HTML.
+
+    Args:
+        root: repository root holding ``_toc.yml``.
+        params: notebook parameters; the default setting writes into ``chapters/``,
+            any other into :func:`staging_dir`.
+        prefixes: chapter-name prefixes to execute (all if empty).
+        force: re-execute chapters whose stamp matches.
+        html: run ``jupyter-book build`` afterwards.
+
+    Returns:
+        The book root that was built (``root`` or the staging dir).
+    """
+    chapters = read_chapters(root)
+    selected = select_chapters(chapters, prefixes)
+    in_place = is_default(params)
+    book_root = root if in_place else staging_dir(root, params)
+    if not in_place:
+        stage_tree(root, book_root, chapters)
+    if html and in_place:
+        # fail before hours of execution, not after: an in-place build renders the
+        # full toc, so every other chapter needs its committed notebook
+        chosen = {c.docname for c in selected}
+        missing = [c for c in chapters if c.docname not in chosen and not c.ipynb.exists()]
+        if missing:
+            names = " ".join(c.name[:2] for c in missing)
+            raise SystemExit(
+                f"no executed notebook for {names}: add --chapters {names}, drop --chapters, or use --no-html"
+            )
+    print(f"[ltv-book] params {params}; writing to {book_root}", flush=True)
+
+    kernel_name: str | None = None
+    total = 0.0
+    for chapter in selected:
+        target = book_root / f"{chapter.docname}.ipynb"
+        stamp = make_stamp(chapter, params)
+        if not force and up_to_date(target, stamp):
+            print(f"[ltv-book] {chapter.name}: up to date, skipped", flush=True)
+            continue
+        kernel_name = kernel_name or ensure_kernel()
+        print(f"[ltv-book] {chapter.name}: executing", flush=True)
+        try:
+            seconds = execute_chapter(
+                chapter,
+                params,
+                target,
+                kernel_name=kernel_name,
+                work_dir=book_root / "_build" / "executing",
+            )
+        except ChapterError as exc:
+            raise SystemExit(f"[ltv-book] ERROR {exc}") from exc
+        total += seconds
+        print(f"[ltv-book] {chapter.name}: {seconds:.1f} s", flush=True)
+    print(f"[ltv-book] executed in {total:.1f} s total", flush=True)
+
+    if html:
+        missing = [c for c in chapters if not (book_root / f"{c.docname}.ipynb").exists()]
+        strict = True
+        if missing:  # only possible when staged (checked above for in-place)
+            # a staged subset: leave the other chapters out of its toc; links to
+            # them would be broken, so warnings are reported but not fatal
+            toc = filter_toc(load_toc(root), {c.docname for c in missing})
+            atomic_write_text(book_root / "_toc.yml", yaml.safe_dump(toc, sort_keys=False))
+            strict = False
+        build_html(book_root, strict=strict)
+    return book_root
+
+
+def default_root() -> Path:
+    cwd = Path.cwd()
+    return cwd if (cwd / "_toc.yml").exists() else Path(__file__).resolve().parents[1]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m ltvlib.book", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", type=Path, default=None, help="book root (holds _toc.yml)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="list chapters in _toc.yml order")
+    b = sub.add_parser("build", help="execute chapters and render HTML")
+    b.add_argument("--profile", default=DEFAULT_PROFILE, choices=PROFILES)
+    b.add_argument("--model", default=DEFAULT_MODEL)
+    b.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    b.add_argument("--device", default=DEFAULT_DEVICE)
+    b.add_argument("--chapters", nargs="+", metavar="PREFIX", help="e.g. 00 03_icl")
+    b.add_argument("--no-html", action="store_true", help="execute only")
+    b.add_argument("--force", action="store_true", help="re-execute even if up to date")
+    b.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("KEY", "VALUE"),
+        help="extra notebook parameter (repeatable)",
+    )
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    root = (args.root or default_root()).resolve()
+    if args.cmd == "list":
+        for c in read_chapters(root):
+            status = "" if c.py.exists() else "  (missing .py)"
+            print(f"{c.name}\t{c.docname}.py{status}")
+        return 0
+    params: dict[str, Any] = {"model": args.model, "profile": args.profile, "seed": args.seed, "device": args.device}
+    for key, value in args.param:
+        params[key] = parse_value(value)
+    t0 = time.perf_counter()
+    build(root, params, args.chapters, force=args.force, html=not args.no_html)
+    print(f"[ltv-book] done in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

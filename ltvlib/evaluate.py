@@ -1,0 +1,156 @@
+"""Batched first-token evaluation with left padding, logits at the last position only.
+
+The paper's metric: the argmax over the whole vocabulary at the last prompt position equals the first
+token of the gold answer. For classification tasks, the label-restricted accuracy (argmax over the first
+tokens of the label words only) is reported beside it. Per-example predictions are kept.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from .inject import Mode, Site, VectorEdit
+from .prompts import answer_ids, encode_prompts, sample_demos
+from .runner import PromptRunner
+from .tasks import Example, Task, get_task
+
+
+@dataclass
+class EvalResult:
+    """Accuracy and per-example predictions.
+
+    Attributes:
+        accuracy: first-token accuracy over the full vocabulary, in [0, 1].
+        label_accuracy: accuracy restricted to the label set (classification tasks), else None.
+        predicted: decoded top-1 token per example.
+        correct: per-example correctness (full vocabulary).
+        label_predicted: predicted label word per example (classification), else None.
+        gold_prob: probability of the gold first token per example.
+    """
+
+    accuracy: float
+    label_accuracy: float | None
+    predicted: list[str]
+    correct: list[bool]
+    label_predicted: list[str] | None
+    gold_prob: list[float]
+
+    @property
+    def n(self) -> int:
+        return len(self.correct)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class EvalSet:
+    """Examples of a task turned into prompts, ready to evaluate many times (e.g. one per vector).
+
+    Args:
+        lm: the model.
+        task: task or its name.
+        examples: the queries with gold answers.
+        shots: demonstrations per prompt (0 = zero-shot).
+        demo_pool: where demonstrations come from (the training split); required when ``shots > 0``.
+        seed: seeds the demonstration draw.
+        tail: prompt positions recomputed per evaluation (1 = vectors at the last token; None = any
+            position, full forwards).
+        cache_rows: cache the prompts' prefixes once (worth it when evaluating several vectors).
+        demo_sets: None draws fresh demonstrations for every query; an integer ``n`` draws ``n`` fixed
+            demonstration blocks and assigns queries to them in turn, so each block's keys/values are
+            computed once and a query costs only its own tokens (much cheaper for long demonstrations).
+    """
+
+    def __init__(
+        self,
+        lm: Any,
+        task: Task | str,
+        examples: Sequence[Example],
+        *,
+        shots: int = 0,
+        demo_pool: Sequence[Example] | None = None,
+        seed: int = 0,
+        tail: int | None = 1,
+        cache_rows: bool = True,
+        demo_sets: int | None = None,
+    ) -> None:
+        self.task = get_task(task) if isinstance(task, str) else task
+        self.examples = list(examples)
+        if not self.examples:
+            raise ValueError(f"no examples to evaluate for task {self.task.name!r}")
+        if shots and not demo_pool:
+            raise ValueError("shots > 0 needs a demo_pool")
+        rng = random.Random(seed)
+        # groups: (indices of the examples, shared demonstration block or None) -> one runner each
+        groups: list[tuple[list[int], list[Example] | None]]
+        per_query = None
+        if shots and demo_sets:
+            blocks = [sample_demos(demo_pool, shots, rng) for _ in range(demo_sets)]  # type: ignore[arg-type]
+            groups = [(list(range(b, len(self.examples), demo_sets)), blocks[b]) for b in range(demo_sets)]
+            groups = [g for g in groups if g[0]]
+        else:
+            if shots:
+                per_query = [sample_demos(demo_pool, shots, rng, exclude=e.input) for e in self.examples]  # type: ignore[arg-type]
+            groups = [(list(range(len(self.examples))), None)]
+        self.groups: list[tuple[list[int], PromptRunner]] = []
+        for index, block in groups:
+            queries = [self.examples[i] for i in index]
+            demos = [per_query[i] for i in index] if per_query is not None else None
+            prompts = encode_prompts(lm.tokenizer, self.task, queries, demos=demos, shared_demos=block)
+            # With a shared block the per-row prefixes are short and the block's cache is shared: no row cache.
+            runner = PromptRunner(lm, prompts, tail=tail, cache_rows=cache_rows and block is None)
+            self.groups.append((index, runner))
+        self.gold_first = [ids[0] for ids in answer_ids(lm.tokenizer, self.task, [e.output for e in self.examples])]
+        self.label_first: list[int] | None = None
+        if self.task.labels:
+            self.label_first = [ids[0] for ids in answer_ids(lm.tokenizer, self.task, self.task.labels)]
+        self.lm = lm
+
+
+@torch.no_grad()
+def evaluate(
+    evalset: EvalSet,
+    edits: Sequence[VectorEdit] = (),
+    *,
+    site: Site = "block_input",
+    mode: Mode = "add",
+    batch_size: int = 64,
+) -> EvalResult:
+    """Evaluate ``evalset`` with ``edits`` injected (none: the plain model)."""
+    tok = evalset.lm.tokenizer
+    n = len(evalset.examples)
+    top, gold_p, label_pred = [0] * n, [0.0] * n, [0] * n
+    for index, runner in evalset.groups:
+        for start in range(0, len(index), batch_size):
+            local = list(range(start, min(start + batch_size, len(index))))
+            logits, _ = runner.run(local, edits, site=site, mode=mode)
+            last = logits[:, -1].float()
+            rows = [index[i] for i in local]
+            gold = torch.tensor([evalset.gold_first[i] for i in rows], device=last.device)
+            probs = last.softmax(-1).gather(1, gold[:, None])[:, 0].tolist()
+            for r, t, p in zip(rows, last.argmax(-1).tolist(), probs):
+                top[r], gold_p[r] = t, p
+            if evalset.label_first is not None:
+                for r, t in zip(rows, last[:, evalset.label_first].argmax(-1).tolist()):
+                    label_pred[r] = t
+    correct = [t == g for t, g in zip(top, evalset.gold_first)]
+    label_accuracy = None
+    label_words = None
+    if evalset.label_first is not None:
+        labels = evalset.task.labels
+        assert labels is not None
+        label_words = [labels[i] for i in label_pred]
+        label_accuracy = sum(w == e.output for w, e in zip(label_words, evalset.examples)) / len(correct)
+    return EvalResult(
+        accuracy=sum(correct) / len(correct),
+        label_accuracy=label_accuracy,
+        predicted=[tok.decode([t]) for t in top],
+        correct=correct,
+        label_predicted=label_words,
+        gold_prob=gold_p,
+    )

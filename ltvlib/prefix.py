@@ -1,0 +1,129 @@
+"""Run a prompt's fixed prefix once (KV cache) and only its last positions many times.
+
+A task vector injected at the last token (at any layer) cannot change the keys and values of earlier
+tokens, because attention is causal. So when training or sweeping vectors at the last positions, the
+prefix's keys and values are computed once without gradients and every later forward processes only the
+tail. Gradients through the tail equal those of a full forward (``tests/test_prefix.py`` checks it).
+
+Shapes: per layer, keys and values ``(batch, n_kv_heads, prefix_len, head_dim)``; the prefix mask
+``(batch, prefix_len)``; ``next_position`` ``(batch,)`` is the number of real prefix tokens, i.e. the
+position id of the first tail token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .prompts import positions_from_mask
+
+
+@dataclass
+class KVPrefix:
+    """Cached keys/values of a (possibly padded) batch of prefixes."""
+
+    keys: list[Tensor]
+    values: list[Tensor]
+    attention_mask: Tensor
+    next_position: Tensor
+
+    @property
+    def batch(self) -> int:
+        return self.attention_mask.shape[0]
+
+    @property
+    def length(self) -> int:
+        return self.attention_mask.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+    def rows(self, index: Sequence[int] | Tensor) -> KVPrefix:
+        """The prefixes of the given rows."""
+        idx = torch.as_tensor(index, device=self.attention_mask.device, dtype=torch.long)
+        return KVPrefix(
+            [k[idx] for k in self.keys], [v[idx] for v in self.values], self.attention_mask[idx], self.next_position[idx]
+        )
+
+    def expand(self, batch: int) -> KVPrefix:
+        """Repeat a single-row prefix ``batch`` times (views, no copy)."""
+        if self.batch != 1:
+            raise ValueError(f"only a single-row prefix can be expanded, this one has {self.batch} rows")
+        return KVPrefix(
+            [k.expand(batch, -1, -1, -1) for k in self.keys],
+            [v.expand(batch, -1, -1, -1) for v in self.values],
+            self.attention_mask.expand(batch, -1),
+            self.next_position.expand(batch),
+        )
+
+
+
+
+def _as_cache(lm: Any, prefix: KVPrefix) -> Any:
+    from transformers import DynamicCache
+
+    # DynamicCache concatenates on update, so the stored prefix tensors are never modified.
+    return DynamicCache(ddp_cache_data=list(zip(prefix.keys, prefix.values)), config=lm.model.config)
+
+
+def forward_tokens(
+    lm: Any,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    *,
+    prefix: KVPrefix | None = None,
+    logits_to_keep: int = 1,
+    keep_cache: bool = False,
+) -> tuple[Tensor, KVPrefix | None]:
+    """Forward ``input_ids`` after an optional cached prefix.
+
+    Args:
+        input_ids, attention_mask: ``(batch, n)`` tokens after the prefix (padding anywhere is fine).
+        prefix: cached prefix of the same batch, or None.
+        logits_to_keep: how many final columns get logits (``0`` = all).
+        keep_cache: also return the extended prefix (prefix + these tokens).
+
+    Returns:
+        logits ``(batch, logits_to_keep, vocab)`` and the extended :class:`KVPrefix` if asked for.
+    """
+    start = prefix.next_position if prefix is not None else 0
+    position_ids = positions_from_mask(attention_mask, start)
+    full_mask = attention_mask if prefix is None else torch.cat([prefix.attention_mask, attention_mask], dim=1)
+    cache = _as_cache(lm, prefix) if prefix is not None else None
+    if cache is None and keep_cache:
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=lm.model.config)
+    out = lm.model(
+        input_ids=input_ids,
+        attention_mask=full_mask,
+        position_ids=position_ids,
+        cache=cache,
+        use_cache=cache is not None,
+        logits_to_keep=logits_to_keep,
+    )
+    extended = None
+    if keep_cache:
+        layers = out.cache.layers
+        if any(layer.keys.shape[-2] != full_mask.shape[1] for layer in layers):
+            raise ValueError("the prompt is longer than a sliding attention window; prefix caching needs shorter prompts")
+        nxt = (prefix.next_position if prefix is not None else 0) + attention_mask.sum(-1)
+        extended = KVPrefix([layer.keys for layer in layers], [layer.values for layer in layers], full_mask, nxt)
+    return out.logits, extended
+
+
+@torch.no_grad()
+def compute_prefix(lm: Any, input_ids: Tensor, attention_mask: Tensor, *, prefix: KVPrefix | None = None) -> KVPrefix:
+    """Keys/values of ``input_ids`` (after an optional earlier prefix), without gradients."""
+    if input_ids.shape[1] == 0:
+        if prefix is not None:
+            return prefix
+        raise ValueError("cannot build a prefix from zero tokens")
+    _, extended = forward_tokens(lm, input_ids, attention_mask, prefix=prefix, logits_to_keep=1, keep_cache=True)
+    assert extended is not None
+    return extended

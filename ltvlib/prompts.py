@@ -1,0 +1,153 @@
+"""Zero-shot and k-shot prompts, tokenised the same way on every code path.
+
+A prompt is ``shared + row``: ``shared`` holds ids common to every row of a batch (the tokenizer's
+special prefix such as Gemma's BOS, plus a shared demonstration block when there is one) and ``row`` the
+row's own ids (its own demonstrations, if any, then the query). The demonstration block and the query are
+tokenised separately and concatenated, so a full forward and a forward over a cached prefix see exactly
+the same token sequence.
+
+The default template is the paper's ``Q: {x}\\nA: {y}\\n\\n``; the query ends at ``A:`` and the answer
+(``" {y}"``) is what the model must produce. Tasks may override the template.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .tasks import Example, Task
+
+
+@dataclass(frozen=True)
+class EncodedPrompts:
+    """Token ids of a set of prompts.
+
+    Attributes:
+        shared: ids that open every prompt (special prefix and, for shared demonstrations, the demos).
+        rows: per prompt, the remaining ids (per-row demonstrations, then the query); never empty.
+        texts: the full prompt strings, for display.
+    """
+
+    shared: tuple[int, ...]
+    rows: tuple[tuple[int, ...], ...]
+    texts: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def select(self, index: Sequence[int]) -> EncodedPrompts:
+        return EncodedPrompts(self.shared, tuple(self.rows[i] for i in index), tuple(self.texts[i] for i in index))
+
+    def full_rows(self) -> list[list[int]]:
+        """Each prompt's complete id list (``shared + row``)."""
+        return [list(self.shared) + list(row) for row in self.rows]
+
+
+def special_prefix(tokenizer: Any) -> list[int]:
+    """Ids the tokenizer puts before any text (e.g. ``<bos>`` for Gemma, nothing for SmolLM2)."""
+    return list(tokenizer("", add_special_tokens=True).input_ids)
+
+
+def _ids(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False).input_ids) if text else []
+
+
+def demonstrations_text(task: Task, demos: Sequence[Example]) -> str:
+    """The demonstration block: each demo as ``query + answer`` followed by the task's separator."""
+    return "".join(task.format_demo(d) + task.separator for d in demos)
+
+
+def encode_prompts(
+    tokenizer: Any,
+    task: Task,
+    queries: Sequence[Example],
+    *,
+    demos: Sequence[Sequence[Example]] | None = None,
+    shared_demos: Sequence[Example] | None = None,
+) -> EncodedPrompts:
+    """Tokenise zero-shot or k-shot prompts.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        task: gives the template.
+        queries: one example per prompt (only ``input`` is used).
+        demos: per-prompt demonstrations (k-shot with different demos per query), or None.
+        shared_demos: one demonstration block shared by every prompt (put into ``shared`` so it can be
+            cached once), or None. Zero-shot when both are None.
+    """
+    if demos is not None and shared_demos is not None:
+        raise ValueError("give per-prompt demos or shared_demos, not both")
+    if demos is not None and len(demos) != len(queries):
+        raise ValueError(f"{len(demos)} demonstration lists for {len(queries)} queries")
+    shared_text = demonstrations_text(task, shared_demos) if shared_demos else ""
+    shared = special_prefix(tokenizer) + _ids(tokenizer, shared_text)
+    rows, texts = [], []
+    for i, query in enumerate(queries):
+        own = demonstrations_text(task, demos[i]) if demos is not None else ""
+        q = task.format_query(query.input)
+        row = _ids(tokenizer, own) + _ids(tokenizer, q)
+        if not row:
+            raise ValueError(f"query {query.input!r} of task {task.name!r} tokenises to nothing")
+        rows.append(tuple(row))
+        texts.append(shared_text + own + q)
+    return EncodedPrompts(tuple(shared), tuple(rows), tuple(texts))
+
+
+def answer_ids(tokenizer: Any, task: Task, outputs: Sequence[str]) -> list[list[int]]:
+    """Token ids of each answer as it follows the query (``task.format_answer``, e.g. ``" cold"``).
+
+    Raises:
+        ValueError: an answer tokenises to nothing; the message names it.
+    """
+    result = []
+    for y in outputs:
+        ids = _ids(tokenizer, task.format_answer(y))
+        if not ids:
+            raise ValueError(f"label {y!r} of task {task.name!r} tokenises to nothing (answer text {task.format_answer(y)!r})")
+        result.append(ids)
+    return result
+
+
+def sample_demos(pool: Sequence[Example], k: int, rng: random.Random, exclude: str | None = None) -> list[Example]:
+    """``k`` demonstrations drawn without replacement from ``pool``, never with input ``exclude``."""
+    candidates = [e for e in pool if e.input != exclude] if exclude is not None else list(pool)
+    if k > len(candidates):
+        raise ValueError(f"asked for {k} demonstrations but the pool has only {len(candidates)}")
+    return rng.sample(candidates, k)
+
+
+def pad_left(
+    rows: Sequence[Sequence[int]], pad_id: int, device: torch.device | None = None, *, width: int | None = None
+) -> tuple[Tensor, Tensor]:
+    """Left-pad id lists to ``(batch, width)`` ids and mask (1 = real token); width defaults to the longest."""
+    width = max(len(r) for r in rows) if width is None else width
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def pad_right(rows: Sequence[Sequence[int]], pad_id: int, width: int, device: torch.device | None = None) -> tuple[Tensor, Tensor]:
+    """Right-pad id lists to ``(batch, width)`` ids and mask."""
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+            mask[i, : len(r)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def positions_from_mask(mask: Tensor, start: Tensor | int = 0) -> Tensor:
+    """Position ids that count real tokens only: ``start + (number of real tokens before)``; pads get the
+    position of the previous real token (they are masked anyway)."""
+    start_t = torch.as_tensor(start, device=mask.device).reshape(-1, 1)
+    return start_t + (mask.long().cumsum(-1) - 1).clamp(min=0)

@@ -1,0 +1,602 @@
+"""Task definitions, prompt formats and seeded data splits for the LTV reproduction.
+
+Every task maps a text ``input`` to a verbalised ``output``. Generation tasks (country
+capitals, antonyms, ...) are scored on the generated word; classification tasks (SST-2,
+TREC, SNLI, RTE, AG News, myopic reward) are scored on the first token of each label
+word, so each task's ``labels`` must start with distinct tokens after ``format_query``.
+
+All data are read from the project's own ``data/`` folder (see ``data/README.md``); the
+folder can be moved with the ``LTV_DATA_DIR`` environment variable or the ``data_dir``
+argument of :func:`load_splits`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "PAPER_TASKS",
+    "TASKS",
+    "DataFileError",
+    "Example",
+    "RowSpec",
+    "Task",
+    "TaskSplits",
+    "UnknownTaskError",
+    "data_root",
+    "get_task",
+    "label_words",
+    "load_splits",
+]
+
+TaskKind = Literal["generation", "classification"]
+
+#: Environment variable that relocates the data folder (e.g. on a machine without the repo).
+DATA_DIR_ENV = "LTV_DATA_DIR"
+
+# Sizes of the train/validation cut for single-file tasks. The split boundaries are fixed by
+# these constants (not by the sizes a caller asks for) so that the test split of a task and
+# seed never changes when an experiment trains on fewer examples.
+_CUT_TRAIN = 600
+_CUT_VAL = 400
+
+
+class DataFileError(ValueError):
+    """A data file is empty or has a malformed line / item.
+
+    The message names the file, the 1-based line number and what was expected.
+    """
+
+
+class UnknownTaskError(KeyError, ValueError):
+    """Raised by :func:`get_task` for a name that is not in :data:`TASKS`.
+
+    It is both a ``KeyError`` (registry lookup) and a ``ValueError`` (bad argument) so
+    callers can catch whichever they expect.
+    """
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would repr() the message and wrap it in quotes.
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One input/output pair.
+
+    Attributes:
+        input: The text that fills ``{x}`` in the query template.
+        output: The verbalised answer WITHOUT a leading space (e.g. ``"cold"``,
+            ``"positive"``, ``"True"``); the answer template adds the space.
+        alternatives: Other answers to accept in evaluation (only the gender pairs list
+            some, e.g. ``épouse`` / ``femme``); empty for all other tasks.
+    """
+
+    input: str
+    output: str
+    alternatives: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """How one raw data row becomes an :class:`Example`.
+
+    Attributes:
+        input_template: ``str.format`` template over the row's fields that builds the
+            example input, e.g. ``"{input}"`` or
+            ``"{premise} Question: {hypothesis} True or False?"``.
+        output_field: Row field that holds the verbalised answer.
+        strip_output: Characters stripped from both ends of the answer (myopic answers
+            are stored as ``"(A)"`` but the label word is ``"A"``).
+        alternatives_field: Optional row field with a list of further accepted answers.
+    """
+
+    input_template: str = "{input}"
+    output_field: str = "output"
+    strip_output: str = ""
+    alternatives_field: str | None = None
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """Row fields that must be present and be non-empty strings."""
+        names = [f for _, f, _, _ in string.Formatter().parse(self.input_template) if f]
+        return tuple(dict.fromkeys([*names, self.output_field]))
+
+    def to_example(self, row: dict[str, Any]) -> Example:
+        """Builds the example for one validated row."""
+        out = row[self.output_field].strip(self.strip_output) if self.strip_output else row[self.output_field]
+        alts: tuple[str, ...] = ()
+        if self.alternatives_field and isinstance(row.get(self.alternatives_field), list):
+            alts = tuple(str(a) for a in row[self.alternatives_field])
+        return Example(self.input_template.format(**row), out, alts)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task: its prompt format, label set and data files.
+
+    Attributes:
+        name: Registry key.
+        kind: ``"generation"`` or ``"classification"``.
+        query_template: Format of one query; ``{x}`` is the example input.
+        answer_template: Format of one answer; ``{y}`` is the example output. The leading
+            space lives here, not in the data.
+        separator: Text between demonstrations in an ICL prompt.
+        labels: The verbalised label set of a classification task, else ``None``.
+        files: Data files relative to the data folder (the pool first, then
+            ``eval_file`` if there is one).
+        eval_split_note: Which source file the test split comes from.
+        description: One-line human description.
+        eval_file: The entry of ``files`` that is a separate evaluation set (the test
+            split is taken from it and train/validation from the other files), or
+            ``None`` when train/validation/test are all cut from one shuffled pool.
+        row_specs: How each raw row becomes examples; a row yields one example per spec
+            (``gender_en_fr`` uses two: masculine and feminine).
+        split_by_row: Whether rows (not examples) are assigned to splits, so both
+            examples made from one row land in the same split.
+    """
+
+    name: str
+    kind: TaskKind
+    query_template: str = "Q: {x}\nA:"
+    answer_template: str = " {y}"
+    separator: str = "\n\n"
+    labels: tuple[str, ...] | None = None
+    files: tuple[str, ...] = ()
+    eval_split_note: str = ""
+    description: str = ""
+    eval_file: str | None = None
+    row_specs: tuple[RowSpec, ...] = (RowSpec(),)
+    split_by_row: bool = False
+
+    def __post_init__(self) -> None:
+        # Fail at definition time rather than deep inside an experiment.
+        if self.kind not in ("generation", "classification"):
+            raise ValueError(f"Task {self.name!r}: kind must be 'generation' or 'classification', got {self.kind!r}")
+        if (self.kind == "classification") != (self.labels is not None):
+            raise ValueError(f"Task {self.name!r}: labels must be set exactly when kind is 'classification'")
+        if "{x}" not in self.query_template or "{y}" not in self.answer_template:
+            raise ValueError(f"Task {self.name!r}: query_template needs '{{x}}' and answer_template needs '{{y}}'")
+        if self.eval_file is not None and self.eval_file not in self.files:
+            raise ValueError(f"Task {self.name!r}: eval_file {self.eval_file!r} is not one of files {self.files}")
+        if not self.files or not self.row_specs:
+            raise ValueError(f"Task {self.name!r}: needs at least one data file and one row spec")
+
+    def format_query(self, x: str) -> str:
+        """Returns the query text for input ``x`` (no answer)."""
+        # replace(), not format(): inputs may contain braces and templates stay literal.
+        return self.query_template.replace("{x}", x)
+
+    def format_answer(self, y: str) -> str:
+        """Returns the answer text for label / output ``y`` (with its leading space)."""
+        return self.answer_template.replace("{y}", y)
+
+    def format_demo(self, ex: Example) -> str:
+        """Returns one demonstration: query followed by answer, without separator."""
+        return self.format_query(ex.input) + self.format_answer(ex.output)
+
+
+@dataclass(frozen=True)
+class TaskSplits:
+    """Seeded train/validation/test splits of one task (no test input occurs in train or validation)."""
+
+    task: Task
+    train: tuple[Example, ...]
+    validation: tuple[Example, ...]
+    test: tuple[Example, ...]
+    seed: int
+
+
+_NLI3 = RowSpec("{premise} Question: {hypothesis} True, False, or Neither?", "verbalized")
+_NLI2 = RowSpec("{premise} Question: {hypothesis} True or False?", "verbalized")
+_FV_NOTE = "shuffled {file} cut 600/400/rest (50/25/25 % when under 1,400 items)"
+_GENDER = "gender/pairs.jsonl"
+_GENDER_NOTE = "86 hand-made pairs shuffled and cut 50/25/25 % by pair"
+
+
+def _fv(name: str, file: str, description: str) -> Task:
+    return Task(
+        name=name,
+        kind="generation",
+        files=(f"fv/{file}",),
+        eval_split_note=_FV_NOTE.format(file=f"fv/{file}"),
+        description=description,
+    )
+
+
+def _pooled(name: str, labels: tuple[str, ...], pool: str, test: str, description: str, spec: RowSpec) -> Task:
+    return Task(
+        name=name,
+        kind="classification",
+        labels=labels,
+        files=(pool, test),
+        eval_file=test,
+        eval_split_note=f"test = {test}; train/validation from {pool}",
+        description=description,
+        row_specs=(spec,),
+    )
+
+
+def _myopic(name: str, file: str, description: str) -> Task:
+    # The answer template has no space and the query ends in "(" so that the first answer
+    # token is the bare letter, identical for both labels' formatting.
+    return Task(
+        name=name,
+        kind="classification",
+        query_template="Q: {x}\nA: (",
+        answer_template="{y}",
+        labels=("A", "B"),
+        files=(file,),
+        eval_split_note=f"shuffled {file} (duplicate questions dropped) cut 50/25/25 %",
+        description=description,
+        row_specs=(RowSpec(output_field="output", strip_output="()"),),
+    )
+
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        _fv("capital", "country-capital.json", "country -> capital city (FV country-capital)"),
+        _fv("capitalize", "capitalize.json", "word -> word with first letter capitalised (FV capitalize)"),
+        _fv("antonym", "antonym.json", "word -> antonym (FV antonym)"),
+        _fv("english_french", "english-french.json", "English word -> French word (FV english-french)"),
+        _pooled(
+            "sst2",
+            ("negative", "positive"),
+            "sst2/train.jsonl",
+            "sst2/test.jsonl",
+            "SST-2 sentence sentiment",
+            RowSpec(),
+        ),
+        _pooled(
+            "trec",
+            ("abbreviation", "description", "entity", "human", "location", "number"),
+            "trec/train.jsonl",
+            "trec/test.jsonl",
+            "TREC question type (6 coarse classes)",
+            RowSpec(),
+        ),
+        # SNLI ships no train split here (too large); its dev sample is the demonstration pool.
+        _pooled(
+            "snli",
+            ("True", "Neither", "False"),
+            "snli/dev.jsonl",
+            "snli/test.jsonl",
+            "SNLI entailment (True/Neither/False)",
+            _NLI3,
+        ),
+        # RTE test labels are not public, so its dev set is the evaluation set.
+        _pooled(
+            "rte",
+            ("True", "False"),
+            "rte/train.jsonl",
+            "rte/dev.jsonl",
+            "RTE entailment (True/False)",
+            _NLI2,
+        ),
+        _pooled(
+            "agnews",
+            ("World", "Sports", "Business", "Science"),
+            "agnews/train.jsonl",
+            "agnews/test.jsonl",
+            "AG News topic (pool has only 64 rows)",
+            RowSpec(),
+        ),
+        Task(
+            name="gender_masc_fem",
+            kind="generation",
+            files=(_GENDER,),
+            eval_split_note=_GENDER_NOTE,
+            description="English masculine noun -> English feminine noun",
+            row_specs=(RowSpec("{english_masc}", "english_fem"),),
+        ),
+        Task(
+            name="gender_en_fr",
+            kind="generation",
+            files=(_GENDER,),
+            eval_split_note=_GENDER_NOTE,
+            description="English noun -> French noun of the same gender (both genders)",
+            row_specs=(
+                RowSpec("{english_masc}", "french_masc", alternatives_field="french_masc_alternatives"),
+                RowSpec("{english_fem}", "french_fem", alternatives_field="french_fem_alternatives"),
+            ),
+            split_by_row=True,
+        ),
+        Task(
+            name="gender_composed",
+            kind="generation",
+            files=(_GENDER,),
+            eval_split_note=_GENDER_NOTE,
+            description="English masculine noun -> French feminine noun (composition)",
+            row_specs=(RowSpec("{english_masc}", "french_fem", alternatives_field="french_fem_alternatives"),),
+        ),
+        _myopic("myopic", "myopic/human.jsonl", "myopic-reward A/B questions (human-written; label = myopic choice)"),
+        _myopic("myopic_lm", "myopic/lm.jsonl", "myopic-reward A/B questions (model-written; label = myopic choice)"),
+    )
+}
+
+#: Tasks of the paper's main tables.
+PAPER_TASKS: tuple[str, ...] = ("capital", "capitalize", "antonym", "sst2", "trec", "snli", "rte")
+
+
+def get_task(name: str | Task) -> Task:
+    """Looks up a task by name (a :class:`Task` is returned unchanged).
+
+    Raises:
+        UnknownTaskError: ``name`` is not registered; the message lists the allowed names.
+    """
+    if isinstance(name, Task):
+        return name
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise UnknownTaskError(f"unknown task {name!r}; allowed names: {', '.join(sorted(TASKS))}") from None
+
+
+def label_words(task: str | Task) -> tuple[str, ...]:
+    """Returns the verbalised labels of a classification task (without leading space).
+
+    Raises:
+        ValueError: The task is a generation task (it has no fixed label set).
+    """
+    t = get_task(task)
+    if t.labels is None:
+        raise ValueError(f"task {t.name!r} is a generation task and has no label words")
+    return t.labels
+
+
+def data_root(data_dir: str | Path | None = None) -> Path:
+    """Resolves the data folder: the argument, else ``$LTV_DATA_DIR``, else ``<repo>/data``."""
+    if data_dir is not None:
+        return Path(data_dir)
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "data"
+
+
+# ---------------------------------------------------------------------------------------
+# Reading and validating files
+# ---------------------------------------------------------------------------------------
+# Files are first checked by a small validating reader, which reports the exact line of a malformed
+# row (`datasets` would only say that parsing failed), then loaded with `datasets.load_dataset("json")`
+# from the local file (never the hub), whose rows are the ones used.
+
+
+def _check_row(obj: Any, path: Path, line: int, required: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise DataFileError(
+            f"{path}:{line}: expected a JSON object with fields {list(required)}, got {type(obj).__name__}"
+        )
+    for key in required:
+        value = obj.get(key)
+        if not isinstance(value, str) or not value.strip():
+            what = "missing" if key not in obj else f"not a non-empty string ({value!r})"
+            raise DataFileError(f"{path}:{line}: field {key!r} is {what}; expected fields {list(required)}")
+    return obj
+
+
+def _read_jsonl(path: Path, text: str, required: tuple[str, ...]) -> list[tuple[int, dict[str, Any]]]:
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue  # a trailing blank line is harmless
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataFileError(
+                f"{path}:{line_no}: malformed JSON ({e.msg}); expected one object per line with fields {list(required)}"
+            ) from None
+        rows.append((line_no, _check_row(obj, path, line_no, required)))
+    return rows
+
+
+def _read_json_list(path: Path, text: str, required: tuple[str, ...]) -> list[tuple[int, dict[str, Any]]]:
+    # Decode item by item so an error can be reported with the line where the item starts.
+    decoder = json.JSONDecoder()
+    ws = " \t\r\n"
+
+    def line_of(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    def skip(pos: int) -> int:
+        while pos < len(text) and text[pos] in ws:
+            pos += 1
+        return pos
+
+    pos = skip(0)
+    if text[pos] != "[":
+        raise DataFileError(f"{path}:{line_of(pos)}: expected a JSON list '[' of objects with fields {list(required)}")
+    rows: list[tuple[int, dict[str, Any]]] = []
+    pos = skip(pos + 1)
+    if pos < len(text) and text[pos] == "]":
+        pos += 1
+    else:
+        while True:
+            start = line_of(pos)
+            try:
+                obj, pos = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError as e:
+                raise DataFileError(
+                    f"{path}:{e.lineno}: malformed JSON ({e.msg}); expected objects with fields {list(required)}"
+                ) from None
+            rows.append((start, _check_row(obj, path, start, required)))
+            pos = skip(pos)
+            if pos < len(text) and text[pos] == ",":
+                pos = skip(pos + 1)
+                continue
+            if pos < len(text) and text[pos] == "]":
+                pos += 1
+                break
+            raise DataFileError(f"{path}:{line_of(pos)}: expected ',' or ']' after a list item")
+    if skip(pos) != len(text):
+        raise DataFileError(f"{path}:{line_of(skip(pos))}: unexpected text after the JSON list")
+    if not rows:
+        raise DataFileError(f"{path}:1: the JSON list is empty; expected objects with fields {list(required)}")
+    return rows
+
+
+@lru_cache(maxsize=64)
+def _read_rows_cached(
+    path: Path, mtime_ns: int, size: int, required: tuple[str, ...]
+) -> tuple[tuple[int, dict[str, Any]], ...]:
+    # mtime/size in the key: a file rewritten in place (tests, edits) is read again.
+    del mtime_ns, size
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        raise DataFileError(f"{path}:1: file is empty; expected JSON rows with fields {list(required)}")
+    reader = _read_json_list if path.suffix == ".json" else _read_jsonl
+    checked = reader(path, text, required)
+    rows = _load_with_datasets(path)
+    if len(rows) != len(checked):
+        raise DataFileError(f"{path}: datasets read {len(rows)} rows where the file has {len(checked)}")
+    return tuple((line, row) for (line, _), row in zip(checked, rows))
+
+
+def _load_with_datasets(path: Path) -> list[dict[str, Any]]:
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    import datasets
+
+    from .cache import cache_root
+
+    datasets.disable_progress_bars()
+    try:
+        ds = datasets.load_dataset(
+            "json", data_files=str(path), split="train", cache_dir=str(cache_root() / "datasets")
+        )
+    except Exception as exc:  # schema clashes between rows, unreadable file, ...
+        raise DataFileError(f"{path}: datasets could not load the file: {exc}") from exc
+    return ds.to_list()
+
+
+def _read_examples(path: Path, task: Task) -> list[list[Example]]:
+    """Reads one file; returns, per row, the examples it yields (one per row spec)."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"data file {path} for task {task.name!r} not found (data folder: {path.parent.parent})"
+        )
+    required = tuple(dict.fromkeys(f for spec in task.row_specs for f in spec.required_fields))
+    st = path.stat()
+    out: list[list[Example]] = []
+    for line_no, row in _read_rows_cached(path.resolve(), st.st_mtime_ns, st.st_size, required):
+        exs = [spec.to_example(row) for spec in task.row_specs]
+        for ex in exs:
+            if task.labels is not None and ex.output not in task.labels:
+                raise DataFileError(
+                    f"{path}:{line_no}: label {ex.output!r} is not one of task {task.name!r} labels {list(task.labels)}"
+                )
+        out.append(exs)
+    return out
+
+
+def _dedupe(groups: list[list[Example]], seen: set[str]) -> list[list[Example]]:
+    """Drops every row whose input was already seen (first occurrence wins); updates ``seen``."""
+    kept: list[list[Example]] = []
+    for exs in groups:
+        inputs = {ex.input for ex in exs}
+        if inputs & seen:
+            continue
+        seen |= inputs
+        kept.append(exs)
+    return kept
+
+
+def _flatten(groups: list[list[Example]]) -> list[Example]:
+    return [ex for exs in groups for ex in exs]
+
+
+def load_splits(
+    task: str | Task,
+    *,
+    seed: int = 0,
+    n_train: int = 600,
+    n_val: int = 400,
+    n_test: int | None = None,
+    data_dir: str | Path | None = None,
+) -> TaskSplits:
+    """Loads a task's data and cuts seeded, deterministic, disjoint splits.
+
+    Two layouts:
+
+    * Tasks with a separate evaluation file (``sst2`` test, ``trec`` test, ``snli`` test,
+      ``rte`` dev, ``agnews`` test): the test split is that file (deduplicated, shuffled
+      with the seed); train and validation are the first ``n_train`` and next ``n_val``
+      items of the shuffled pool after dropping every input that also occurs in the test
+      file. If the pool is smaller than ``n_train + n_val`` it is divided in the ratio
+      ``n_train : n_val`` (AG News: 64 rows -> 38 train / 26 validation by default).
+    * Single-file tasks (FV word tasks, gender pairs, myopic): the deduplicated rows are
+      shuffled once and cut into fixed regions: 600 / 400 / rest when there are at least
+      1,400 rows (antonym, english_french), otherwise 50 % / 25 % / 25 % (capitalize
+      813 -> 406/203/204, capital 197 -> 98/49/50, myopic 1,000 -> 500/250/250, gender
+      86 pairs -> 43/21/22). The regions do not depend on ``n_train`` / ``n_val``, so the
+      test split of a seed is the same whatever training size is asked for; ``n_train``
+      and ``n_val`` only take the first items of their region. Gender tasks are cut by
+      pair, so ``gender_en_fr`` (two examples per pair) gets 86/42/44.
+
+    Requested sizes are upper bounds: a split is shorter when the data are.
+
+    Args:
+        task: Task name or :class:`Task`.
+        seed: Seed of ``random.Random`` used for all shuffling.
+        n_train: Maximum number of training examples.
+        n_val: Maximum number of validation examples.
+        n_test: Maximum number of test examples; ``None`` means all.
+        data_dir: Data folder; default ``$LTV_DATA_DIR`` or ``<repo>/data``.
+
+    Returns:
+        The splits; no test input occurs in train or validation.
+
+    Raises:
+        UnknownTaskError: Unknown task name.
+        DataFileError: A data file is empty or malformed (message names file and line).
+        FileNotFoundError: A data file is missing.
+        ValueError: A negative size.
+    """
+    t = get_task(task)
+    if min(n_train, n_val) < 0 or (n_test is not None and n_test < 0):
+        raise ValueError(f"sizes must be >= 0, got n_train={n_train}, n_val={n_val}, n_test={n_test}")
+    root = data_root(data_dir)
+    rng = random.Random(seed)
+
+    if t.eval_file is not None:
+        seen: set[str] = set()
+        test_groups = _dedupe(_read_examples(root / t.eval_file, t), seen)
+        pool_groups: list[list[Example]] = []
+        for f in t.files:
+            if f != t.eval_file:
+                pool_groups += _read_examples(root / f, t)
+        pool = _flatten(_dedupe(pool_groups, seen))  # `seen` holds the test inputs: no leakage
+        test = _flatten(test_groups)
+        rng.shuffle(pool)
+        rng.shuffle(test)
+        k_train, k_val = n_train, n_val
+        if len(pool) < n_train + n_val and n_train + n_val > 0:
+            k_train = round(len(pool) * n_train / (n_train + n_val))
+            k_val = len(pool) - k_train
+        train, val = pool[:k_train], pool[k_train : k_train + k_val]
+    else:
+        groups: list[list[Example]] = []
+        for f in t.files:
+            groups += _read_examples(root / f, t)
+        groups = _dedupe(groups, set())
+        if not t.split_by_row:
+            groups = [[ex] for ex in _flatten(groups)]
+        rng.shuffle(groups)
+        n = len(groups)
+        if n >= _CUT_TRAIN + 2 * _CUT_VAL:  # test at least as large as validation
+            a, b = _CUT_TRAIN, _CUT_TRAIN + _CUT_VAL
+        else:
+            a, b = n // 2, n // 2 + n // 4
+        train_all, val_all, test = _flatten(groups[:a]), _flatten(groups[a:b]), _flatten(groups[b:])
+        train, val = train_all[:n_train], val_all[:n_val]
+
+    if n_test is not None:
+        test = test[:n_test]
+    return TaskSplits(task=t, train=tuple(train), validation=tuple(val), test=tuple(test), seed=seed)

@@ -1,0 +1,22 @@
+"""Shared pytest configuration for the ltv-book test suite."""
+
+from __future__ import annotations
+
+import pytest
+
+# tiny-model fixtures live in tests/models_fixtures.py
+try:
+    from tests.models_fixtures import *
+except ImportError as exc:
+    # only "the file isn't there yet" is tolerated; an import error *inside* it
+    # must surface instead of turning into confusing "fixture not found" errors
+    if getattr(exc, "name", None) not in ("tests", "tests.models_fixtures"):
+        raise
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # realmodel tests run by default (CI runs them); deselect locally with -m "not realmodel"
+    config.addinivalue_line(
+        "markers",
+        'realmodel: slow test on the real embedded model (smollm2-135m); run by default, skip with -m "not realmodel"',
+    )

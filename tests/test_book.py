@@ -1,0 +1,204 @@
+"""Tests of the book runner ltvlib.book (no model needed)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ltvlib import book
+
+TOC = {
+    "format": "jb-book",
+    "root": "intro",
+    "parts": [
+        {
+            "caption": "Chapters",
+            "numbered": True,
+            "chapters": [
+                {"file": "chapters/00_overview"},
+                {"file": "chapters/02_b", "sections": [{"file": "chapters/02a_extra"}]},
+                {"file": "appendix"},
+                {"file": "chapters/01_a.ipynb"},
+            ],
+        },
+        {"caption": "More", "chapters": [{"file": "chapters/10_late"}]},
+    ],
+}
+
+DUMMY = textwrap.dedent(
+    """\
+    # %% [markdown]
+    # # Dummy chapter
+
+    # %% tags=["parameters"]
+    model = "smollm2-135m"
+    profile = "cpu"
+    seed = 0
+    device = "auto"
+
+    # %%
+    import os
+    print(f"RESULT {model}|{profile}|{seed}|{device}|{os.path.basename(os.getcwd())}")
+    """
+)
+
+
+def write_book(root: Path, toc: dict = TOC) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    return root
+
+
+def test_toc_order_and_chapters(tmp_path: Path) -> None:
+    root = write_book(tmp_path)
+    assert book.toc_pages(root) == [
+        "intro",
+        "chapters/00_overview",
+        "chapters/02_b",
+        "chapters/02a_extra",
+        "appendix",
+        "chapters/01_a",
+        "chapters/10_late",
+    ]
+    chs = book.read_chapters(root)
+    assert [c.name for c in chs] == ["00_overview", "02_b", "02a_extra", "01_a", "10_late"]
+    assert chs[0].py == root / "chapters/00_overview.py"
+    assert chs[0].ipynb == root / "chapters/00_overview.ipynb"
+
+
+def test_select_chapters(tmp_path: Path) -> None:
+    chs = book.read_chapters(write_book(tmp_path))
+    assert book.select_chapters(chs, None) == chs
+    assert [c.name for c in book.select_chapters(chs, ["02"])] == ["02_b", "02a_extra"]
+    assert [c.name for c in book.select_chapters(chs, ["02_", "10", "00"])] == ["00_overview", "02_b", "10_late"]
+    with pytest.raises(SystemExit, match="99"):
+        book.select_chapters(chs, ["00", "99"])
+
+
+def test_filter_toc_drops_entries_and_empty_parts() -> None:
+    out = book.filter_toc(TOC, {"chapters/10_late", "chapters/01_a"})
+    assert [p["caption"] for p in out["parts"]] == ["Chapters"]
+    assert [c["file"] for c in out["parts"][0]["chapters"]] == ["chapters/00_overview", "chapters/02_b", "appendix"]
+    assert TOC["parts"][1]["chapters"]  # input untouched
+
+
+def test_parse_value() -> None:
+    assert book.parse_value("3") == 3
+    assert book.parse_value("1e-3") == 1e-3
+    assert book.parse_value("True") is True
+    assert book.parse_value("none") is None
+    assert book.parse_value("meta-llama/Llama-3.1-8B") == "meta-llama/Llama-3.1-8B"
+
+
+def params(**kw: object) -> dict:
+    base = {"model": "smollm2-135m", "profile": "cpu", "seed": 0, "device": "auto"}
+    return {**base, **kw}
+
+
+def test_default_detection_and_staging_names(tmp_path: Path) -> None:
+    assert book.is_default(params())
+    assert book.is_default(params(device="cuda"))
+    assert not book.is_default(params(profile="smoke"))
+    assert not book.is_default(params(seed=1))
+    assert not book.is_default(params(n=5))
+
+    runs = tmp_path / "_build" / "runs"
+    assert book.staging_dir(tmp_path, params(profile="smoke")) == runs / "smoke__smollm2-135m"
+    assert (
+        book.staging_dir(tmp_path, params(profile="paper", model="meta-llama/Llama-3.1-8B"))
+        == runs / "paper__meta-llama_Llama-3.1-8B"
+    )
+    assert book.staging_dir(tmp_path, params(profile="smoke", seed=2)).name == "smoke__smollm2-135m__seed2"
+    a = book.staging_dir(tmp_path, params(profile="smoke", n=5)).name
+    b = book.staging_dir(tmp_path, params(profile="smoke", n=6)).name
+    assert a.startswith("smoke__smollm2-135m__") and a != b
+
+
+def test_stamp_skip_logic(tmp_path: Path) -> None:
+    root = write_book(tmp_path)
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text(DUMMY)
+    stamp = book.make_stamp(ch, params())
+    assert set(stamp) == {"source_sha", "params", "code_version"}
+    assert not book.up_to_date(ch.ipynb, stamp)  # no notebook yet
+
+    ch.ipynb.write_text(json.dumps({"cells": [], "metadata": {"ltvbook": stamp}, "nbformat": 4, "nbformat_minor": 5}))
+    assert book.up_to_date(ch.ipynb, stamp)
+    assert not book.up_to_date(ch.ipynb, book.make_stamp(ch, params(profile="smoke")))
+    ch.py.write_text(DUMMY + "\n# edited\n")
+    assert not book.up_to_date(ch.ipynb, book.make_stamp(ch, params()))
+    ch.ipynb.write_text("{not json")
+    assert not book.up_to_date(ch.ipynb, stamp)
+
+
+def test_stage_tree(tmp_path: Path) -> None:
+    root = write_book(
+        tmp_path / "repo", {"format": "jb-book", "root": "intro", "chapters": [{"file": "chapters/00_overview"}]}
+    )
+    (root / "_config.yml").write_text("title: t\n")
+    (root / "intro.md").write_text("# Intro\n")
+    (root / "refs.bib").write_text("")
+    (root / "chapters" / "img").mkdir(parents=True)
+    (root / "chapters" / "img" / "fig.png").write_bytes(b"png")
+    (root / "chapters" / "00_overview.py").write_text(DUMMY)
+    (root / "chapters" / "00_overview.ipynb").write_text("{}")
+    stage = tmp_path / "stage"
+    book.stage_tree(root, stage, book.read_chapters(root))
+    got = sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file())
+    assert got == ["_config.yml", "_toc.yml", "chapters/img/fig.png", "intro.md", "refs.bib"]
+
+
+def test_missing_parameters_cell_is_an_error(tmp_path: Path) -> None:
+    root = write_book(tmp_path, {"format": "jb-book", "root": "intro", "chapters": [{"file": "chapters/00_x"}]})
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text("# %%\nx = 1\n")
+    with pytest.raises(book.ChapterError, match="parameters"):
+        book.load_source(ch)
+
+
+def test_execute_dummy_chapter_injects_parameters(tmp_path: Path) -> None:
+    root = write_book(tmp_path, {"format": "jb-book", "root": "intro", "chapters": [{"file": "chapters/00_dummy"}]})
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text(DUMMY)
+    p = params(profile="smoke", model="org/some-model", seed=3)
+    target = tmp_path / "out" / "00_dummy.ipynb"
+    seconds = book.execute_chapter(ch, p, target)
+    assert seconds > 0
+
+    nb = json.loads(target.read_text())
+    outputs = "".join(
+        "".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+    )
+    assert "RESULT org/some-model|smoke|3|auto|chapters" in outputs  # injected params, cwd = chapters/
+    tags = [c.get("metadata", {}).get("tags", []) for c in nb["cells"]]
+    assert ["injected-parameters"] in tags
+    assert nb["metadata"]["ltvbook"] == json.loads(json.dumps(book.make_stamp(ch, p)))
+    assert nb["metadata"]["jupytext"]["formats"] == "ipynb,py:percent"
+    assert book.up_to_date(target, book.make_stamp(ch, p))
+    assert not list(target.parent.glob("*.tmp"))
+
+
+def test_failing_chapter_keeps_good_notebook(tmp_path: Path) -> None:
+    root = write_book(tmp_path, {"format": "jb-book", "root": "intro", "chapters": [{"file": "chapters/03_bad"}]})
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text(DUMMY + '\n# %%\nraise ValueError("broken on purpose")\n')
+    ch.ipynb.write_text("GOOD")
+    with pytest.raises(book.ChapterError, match=r"03_bad.*ValueError.*broken on purpose"):
+        book.execute_chapter(ch, params(), ch.ipynb)
+    assert ch.ipynb.read_text() == "GOOD"
+    assert (root / "_build" / "executing" / "03_bad.ipynb").exists()  # partial kept for debugging
+
+
+def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_book(tmp_path)
+    assert book.main(["--root", str(root), "list"]) == 0
+    names = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert names == ["00_overview", "02_b", "02a_extra", "01_a", "10_late"]

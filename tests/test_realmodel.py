@@ -1,0 +1,85 @@
+"""Slow tests on the real embedded models (marker ``realmodel``; CI runs them).
+
+Vectors are trained fresh here (never read from a cache), so the tests check training, not a file on disk.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from ltvlib.book import Chapter, execute_chapter, read_chapters
+from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.inject import VectorEdit
+from ltvlib.ltv import train_ltv
+from ltvlib.models import load_model
+from ltvlib.prompts import encode_prompts
+from ltvlib.runner import PromptRunner
+from ltvlib.tasks import load_splits
+
+pytestmark = pytest.mark.realmodel
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return load_model("smollm2-135m", device="cpu")
+
+
+@pytest.mark.parametrize("task", ["capital", "antonym"])
+def test_middle_layer_ltv_beats_zero_shot_by_30_points(smol, task):
+    splits = load_splits(task)
+    ltv = train_ltv(smol, task, layers=[smol.middle_layer], splits=splits, seed=0, progress=False)
+    test = EvalSet(smol, task, splits.test[:200])
+    zero = evaluate(test).accuracy
+    learned = evaluate(test, ltv.edits()).accuracy
+    print(f"{task}: zero-shot {zero:.3f}, LTV {learned:.3f} ({ltv.steps} steps, {ltv.seconds:.0f} s)")
+    assert learned >= zero + 0.30
+
+
+def test_cached_prefix_equals_full_forward_on_the_real_model(smol):
+    splits = load_splits("sst2", n_train=40, n_val=8)
+    prompts = encode_prompts(smol.tokenizer, splits.task, splits.test[:6], shared_demos=splits.train[:3])
+    theta = torch.randn(smol.d_model) * 0.5
+    full, _ = PromptRunner(smol, prompts, tail=None).run(range(6), [VectorEdit(10, -1, theta)])
+    fast, _ = PromptRunner(smol, prompts, tail=1).run(range(6), [VectorEdit(10, -1, theta)])
+    torch.testing.assert_close(fast, full, atol=2e-3, rtol=1e-3)
+    assert torch.equal(fast.argmax(-1), full.argmax(-1))
+
+
+def test_gemma3_loads_and_a_vector_changes_its_output():
+    gemma = load_model("gemma3-270m", device="cpu")
+    assert gemma.geometry.head_dim == 256 and gemma.geometry.n_kv_heads == 1
+    splits = load_splits("antonym", n_train=40, n_val=8)
+    es = EvalSet(gemma, "antonym", splits.test[:8])
+    base = evaluate(es)
+    pushed = evaluate(es, [VectorEdit(gemma.middle_layer, -1, torch.randn(gemma.d_model) * 50)])
+    assert base.predicted != pushed.predicted
+
+
+@pytest.fixture(scope="module")
+def smoke_cache(tmp_path_factory: pytest.TempPathFactory):
+    """A fresh cache for the chapters (no stale vectors or results) that shares the dequantised models."""
+    load_model("smollm2-135m", device="cpu")  # make sure the model folder exists
+    from ltvlib.cache import cache_root
+
+    fresh = tmp_path_factory.mktemp("ltv-cache")
+    (fresh / "models").symlink_to(cache_root() / "models", target_is_directory=True)
+    old = os.environ.get("LTV_CACHE_DIR")
+    os.environ["LTV_CACHE_DIR"] = str(fresh)
+    yield fresh
+    if old is None:
+        os.environ.pop("LTV_CACHE_DIR")
+    else:
+        os.environ["LTV_CACHE_DIR"] = old
+
+
+@pytest.mark.parametrize("chapter", read_chapters(ROOT), ids=lambda c: c.name)
+def test_chapter_executes_under_papermill_smoke(chapter: Chapter, smoke_cache, tmp_path):
+    params = {"model": "smollm2-135m", "profile": "smoke", "seed": 0, "device": "cpu"}
+    seconds = execute_chapter(chapter, params, tmp_path / f"{chapter.name}.ipynb", work_dir=tmp_path / "work")
+    print(f"{chapter.name}: {seconds:.0f} s")
+    assert (tmp_path / f"{chapter.name}.ipynb").is_file()

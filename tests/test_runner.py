@@ -1,0 +1,70 @@
+"""The cached-prefix path gives the full forward's logits and gradients, under padding and shared demos."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltvlib.inject import VectorEdit
+from ltvlib.ltv import answer_loss
+from ltvlib.prompts import answer_ids, encode_prompts
+from ltvlib.runner import PromptRunner, tail_needed
+from ltvlib.tasks import get_task, load_splits
+
+
+def _setup(lm, shared: bool):
+    task = get_task("antonym")
+    splits = load_splits(task)
+    queries = list(splits.train[:6])
+    demos = list(splits.train[10:13]) if shared else None
+    prompts = encode_prompts(lm.tokenizer, task, queries, shared_demos=demos)
+    answers = answer_ids(lm.tokenizer, task, [e.output for e in queries])
+    return prompts, answers
+
+
+def test_tail_needed():
+    assert tail_needed([-1]) == 1
+    assert tail_needed([-5, -1, -3]) == 5
+    assert tail_needed([4, -1]) is None
+    assert tail_needed([]) is None
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("positions", [(-1,), (-2, -1)])
+@pytest.mark.parametrize("cache_rows", [True, False])
+def test_cached_prefix_matches_full_forward_logits_and_grads(tiny, shared, positions, cache_rows):
+    prompts, answers = _setup(tiny, shared)
+    full = PromptRunner(tiny, prompts, tail=None)
+    fast = PromptRunner(tiny, prompts, tail=tail_needed(positions), cache_rows=cache_rows)
+    assert (fast.cached_rows == len(prompts)) == cache_rows
+    index = [0, 2, 3, 5]
+    results = []
+    for runner in (full, fast):
+        theta = (torch.randn(len(positions), tiny.d_model, generator=torch.Generator().manual_seed(0)) * 0.5)
+        theta.requires_grad_(True)
+        edits = [VectorEdit(1, p, theta[i]) for i, p in enumerate(positions)]
+        logits, valid = runner.run(index, edits, answers=[answers[i] for i in index])
+        loss = answer_loss(logits, [answers[i] for i in index], valid)
+        loss.backward()
+        results.append((logits.detach(), loss.detach(), theta.grad.clone()))
+    (l_full, loss_full, g_full), (l_fast, loss_fast, g_fast) = results
+    torch.testing.assert_close(l_fast, l_full, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(loss_fast, loss_full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(g_fast, g_full, atol=1e-5, rtol=1e-4)
+    assert g_full.abs().sum() > 0
+
+
+def test_tail_longer_than_prompt_is_refused(llama):
+    prompts, _ = _setup(llama, False)
+    shortest = min(len(r) for r in prompts.rows)
+    with pytest.raises(ValueError, match=f"tail {shortest + 1}"):
+        PromptRunner(llama, prompts, tail=shortest + 1)
+
+
+def test_batched_equals_unbatched(llama):
+    prompts, _ = _setup(llama, False)
+    runner = PromptRunner(llama, prompts, tail=None)
+    batched, _ = runner.run(range(6))
+    for i in range(6):
+        single, _ = runner.run([i])
+        torch.testing.assert_close(single[0], batched[i], atol=1e-4, rtol=1e-4)
