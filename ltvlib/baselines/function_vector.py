@@ -1,0 +1,329 @@
+"""Function Vectors (Todd et al., *Function Vectors in Large Language Models*, ICLR 2024).
+
+Recipe (defaults in :class:`FunctionVectorConfig`):
+
+1. **Mean head outputs.** Over ``n_mean`` clean ``shots``-shot prompts (query and demonstrations drawn from
+   the training split, template ``Q: {x}\\nA: {y}\\n\\n``), average every head's output at the last token:
+   the ``head_outputs`` site, before ``o_proj`` (:mod:`ltvlib.heads`). Shape ``(n_layers, n_heads,
+   head_dim)``.
+2. **Causal indirect effect.** On ``n_ie`` prompts whose demonstration labels are shuffled, replace one
+   head's last-token output by its mean and measure the gain in probability of the gold answer's first
+   token: ``IE(l, h) = mean over prompts of p(gold | patched) - p(gold | corrupted)``.
+3. **Function vector.** ``FV = sum over the top-k heads of W_O[:, slice(h)] @ mean(l, h)``, a
+   ``(d_model,)`` vector *added* to the residual stream at the *output* of one block (default ``L // 3``)
+   at the last prompt position.
+
+Every patch in step 2 is at the last token, which cannot change the keys and values of earlier tokens. So
+the *cached* path computes each corrupted prompt's prefix once and runs all ``n_layers * n_heads`` patched
+copies (plus the unpatched one) as rows of single-token forwards over that prefix; the *full* path is the
+straightforward one (one full forward per head at batch size 1). Both give the same numbers
+(``tests/test_function_vector.py``; ``bench/fv_head_scan.py`` compares them on the default model).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from ..cache import atomic_write_bytes, code_version
+from ..heads import HeadPatch, check_head, head_outputs, head_projection
+from ..inject import VectorEdit
+from ..prefix import KVPrefix, compute_prefix, forward_tokens
+from ..prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, sample_demos
+from ..sites import check_layer
+from ..tasks import Example, Task, get_task
+
+IEMethod = Literal["cached", "full"]
+
+
+@dataclass(frozen=True)
+class FunctionVectorConfig:
+    """Function-vector extraction; defaults are Todd et al. (2024).
+
+    Attributes:
+        shots: demonstrations per prompt (10 in the paper).
+        n_mean: clean prompts averaged for the mean head outputs (100 in the paper; their public code matched
+            this only after a later fix).
+        n_ie: corrupted (shuffled-label) prompts for the indirect effect (25 in the paper).
+        k: heads summed into the vector. The paper uses 10 for GPT-J (28 x 16 = 448 heads, about 2 %) and
+            models of similar size, and more heads for its largest models; with 30 x 9 = 270 heads in
+            SmolLM2-135M, 10 heads is about 4 %. Scale ``k`` with the number of heads when comparing models.
+        layer: default injection layer (block output); None = ``n_layers // 3`` (the paper's layer 9 of 28
+            for GPT-J, about a third of the depth).
+        seed: seeds the prompts (queries, demonstrations and label shuffles).
+    """
+
+    shots: int = 10
+    n_mean: int = 100
+    n_ie: int = 25
+    k: int = 10
+    layer: int | None = None
+    seed: int = 0
+
+
+@dataclass
+class FunctionVector:
+    """An extracted function vector and how it was made.
+
+    Attributes:
+        vector: ``(d_model,)``, added at the output of block ``layer`` at the last prompt position.
+        heads: the top-k ``(layer, head)`` pairs, best first.
+        layer: default injection layer (block output).
+        indirect_effect: ``(n_layers, n_heads)`` mean indirect effect of every head.
+        mean_outputs: ``(n_layers, n_heads, head_dim)`` mean head outputs on clean prompts.
+        model, task, config: provenance; seconds: extraction wall time.
+    """
+
+    vector: Tensor
+    heads: tuple[tuple[int, int], ...]
+    layer: int
+    indirect_effect: Tensor
+    mean_outputs: Tensor
+    model: str
+    task: str
+    config: FunctionVectorConfig
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    site = "block_output"
+    mode = "add"
+
+    def edits(self, layer: int | None = None, scale: float = 1.0) -> list[VectorEdit]:
+        """The vector as an injection at the last token; evaluate with ``site="block_output", mode="add"``."""
+        return [VectorEdit(self.layer if layer is None else layer, -1, scale * self.vector)]
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "heads": [list(h) for h in self.heads], "layer": self.layer, "model": self.model, "task": self.task,
+            "config": asdict(self.config), "seconds": self.seconds, "timings": self.timings,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Tensors as safetensors, the rest as JSON string metadata (atomically)."""
+        from safetensors.torch import save
+
+        tensors = {"vector": self.vector, "indirect_effect": self.indirect_effect, "mean_outputs": self.mean_outputs}
+        tensors = {k: v.detach().float().cpu().contiguous() for k, v in tensors.items()}
+        meta = {"function_vector": json.dumps(self.metadata()), "code_version": code_version()}
+        return atomic_write_bytes(path, save(tensors, metadata=meta))
+
+    @classmethod
+    def load(cls, path: str | Path) -> FunctionVector:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            meta = json.loads(f.metadata()["function_vector"])
+            tensors = {k: f.get_tensor(k) for k in ("vector", "indirect_effect", "mean_outputs")}
+        meta["config"] = FunctionVectorConfig(**meta["config"])
+        meta["heads"] = tuple(tuple(h) for h in meta["heads"])
+        return cls(**tensors, **meta)
+
+
+def _chunks(lengths: Sequence[int], max_tokens: int, max_rows: int = 64) -> list[list[int]]:
+    """Index groups (similar lengths together) whose padded size stays under ``max_tokens``."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = max([lengths[j] for j in current] + [lengths[i]])
+        if current and (width * (len(current) + 1) > max_tokens or len(current) >= max_rows):
+            groups.append(current)
+            current = []
+        current.append(i)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def clean_prompts(lm: Any, task: Task, pool: Sequence[Example], *, shots: int, n: int, seed: int) -> EncodedPrompts:
+    """``n`` clean ``shots``-shot prompts: a query from ``pool`` and demonstrations from the rest of it."""
+    rng = random.Random(f"fv-clean-{seed}")
+    queries = [rng.choice(pool) for _ in range(n)]
+    demos = [sample_demos(pool, shots, rng, exclude=q.input) for q in queries]
+    return encode_prompts(lm.tokenizer, task, queries, demos=demos)
+
+
+def corrupted_prompts(
+    lm: Any, task: Task, pool: Sequence[Example], *, shots: int, n: int, seed: int
+) -> tuple[EncodedPrompts, list[int]]:
+    """``n`` prompts whose demonstration labels are shuffled among the demonstrations, and the gold first
+    token of each query's true answer."""
+    rng = random.Random(f"fv-corrupt-{seed}")
+    queries = [rng.choice(pool) for _ in range(n)]
+    demos = []
+    for q in queries:
+        ds = sample_demos(pool, shots, rng, exclude=q.input)
+        labels = [d.output for d in ds]
+        rng.shuffle(labels)
+        demos.append([Example(d.input, y) for d, y in zip(ds, labels)])
+    prompts = encode_prompts(lm.tokenizer, task, queries, demos=demos)
+    gold = [ids[0] for ids in answer_ids(lm.tokenizer, task, [q.output for q in queries])]
+    return prompts, gold
+
+
+@torch.no_grad()
+def mean_head_outputs(lm: Any, prompts: EncodedPrompts, *, max_tokens: int = 4096) -> Tensor:
+    """Mean over prompts of every head's output at the last token: ``(n_layers, n_heads, head_dim)``."""
+    rows = prompts.full_rows()
+    layers = list(range(lm.n_layers))
+    total = torch.zeros(lm.n_layers, lm.geometry.n_heads, lm.geometry.head_dim, dtype=torch.float64)
+    for group in _chunks([len(r) for r in rows], max_tokens):
+        ids, mask = pad_left([rows[i] for i in group], lm.tokenizer.pad_token_id, lm.device)
+        with head_outputs(lm, record=layers, attention_mask=mask, record_positions=[-1]) as cap:
+            forward_tokens(lm, ids, mask)
+        total += torch.stack([cap[l][:, 0].double().sum(0).cpu() for l in layers])
+    return (total / len(rows)).float()
+
+
+def _prefixes(lm: Any, rows: Sequence[Sequence[int]], max_tokens: int) -> list[KVPrefix]:
+    """Per prompt, the unpadded keys/values of all its tokens but the last (batch 1 each)."""
+    out: list[KVPrefix | None] = [None] * len(rows)
+    for group in _chunks([len(r) - 1 for r in rows], max_tokens):
+        heads = [rows[i][:-1] for i in group]
+        ids, mask = pad_left(heads, lm.tokenizer.pad_token_id, lm.device)
+        kv = compute_prefix(lm, ids, mask)
+        for b, i in enumerate(group):
+            start = kv.length - len(heads[b])
+            out[i] = KVPrefix(
+                [k[b : b + 1, :, start:].clone() for k in kv.keys], [v[b : b + 1, :, start:].clone() for v in kv.values],
+                kv.attention_mask[b : b + 1, start:], kv.next_position[b : b + 1],
+            )
+    return out  # type: ignore[return-value]
+
+
+def _gold_prob(logits: Tensor, gold: int) -> Tensor:
+    return logits[:, -1].float().softmax(-1)[:, gold]
+
+
+@torch.no_grad()
+def indirect_effects(
+    lm: Any,
+    prompts: EncodedPrompts,
+    gold: Sequence[int],
+    means: Tensor,
+    *,
+    method: IEMethod = "cached",
+    heads: Sequence[tuple[int, int]] | None = None,
+    max_cache_bytes: int = 512 * 2**20,
+    max_tokens: int = 4096,
+) -> Tensor:
+    """Indirect effect of patching each head's mean output into the last token of each prompt.
+
+    Args:
+        prompts: corrupted prompts; gold: the gold first token of each.
+        means: ``(n_layers, n_heads, head_dim)`` mean head outputs.
+        method: ``"cached"`` (each prompt's prefix once, all heads as rows of batched single-token passes) or
+            ``"full"`` (one full forward per head and prompt at batch size 1: the reference).
+        heads: the ``(layer, head)`` pairs to measure (default: all).
+        max_cache_bytes: cached path only: bound on the keys/values materialised per batched pass.
+
+    Returns:
+        ``(n_prompts, n_heads_measured)``: ``p(gold | head patched) - p(gold | corrupted)`` per prompt.
+    """
+    geo = lm.geometry
+    pairs = [(check_layer(l, geo.n_layers), check_head(h, geo.n_heads)) for l, h in heads] if heads is not None else [
+        (l, h) for l in range(geo.n_layers) for h in range(geo.n_heads)
+    ]
+    if not pairs:
+        raise ValueError("no heads to measure")
+    rows = prompts.full_rows()
+    out = torch.zeros(len(rows), len(pairs))
+    if method == "full":
+        for i, row in enumerate(rows):
+            ids = torch.tensor([row], device=lm.device)
+            mask = torch.ones_like(ids)
+            base = _gold_prob(forward_tokens(lm, ids, mask)[0], gold[i])
+            for j, (l, h) in enumerate(pairs):
+                with head_outputs(lm, patches=[HeadPatch(l, h, -1, means[l, h].to(lm.device))], attention_mask=mask):
+                    p = _gold_prob(forward_tokens(lm, ids, mask)[0], gold[i])
+                out[i, j] = (p - base).item()
+        return out
+    if method != "cached":
+        raise ValueError(f"unknown method {method!r}; allowed: 'cached', 'full'")
+    per_token = 2 * geo.n_layers * geo.n_kv_heads * geo.head_dim * lm.dtype.itemsize
+    for i, prefix in enumerate(_prefixes(lm, rows, max_tokens)):
+        # row 0 of the first pass is the unpatched prompt; every other row patches one head
+        jobs: list[int | None] = [None, *range(len(pairs))]
+        per_pass = max(2, min(512, max_cache_bytes // max(1, per_token * (prefix.length + 1))))
+        probs = torch.zeros(len(jobs))
+        for start in range(0, len(jobs), per_pass):
+            block = jobs[start : start + per_pass]
+            n = len(block)
+            ids = torch.full((n, 1), rows[i][-1], device=lm.device)
+            tail_mask = torch.ones_like(ids)
+            full_mask = torch.cat([prefix.attention_mask.expand(n, -1), tail_mask], dim=1)
+            patches = [
+                HeadPatch(pairs[j][0], pairs[j][1], -1, means[pairs[j]].to(lm.device), rows=[r])
+                for r, j in enumerate(block) if j is not None
+            ]
+            with head_outputs(lm, patches=patches, attention_mask=full_mask, offset=prefix.length):
+                logits, _ = forward_tokens(lm, ids, tail_mask, prefix=prefix.expand(n))
+            probs[start : start + n] = _gold_prob(logits, gold[i]).cpu()
+        out[i] = probs[1:] - probs[0]
+    return out
+
+
+def top_heads(indirect_effect: Tensor, k: int) -> tuple[tuple[int, int], ...]:
+    """The ``k`` ``(layer, head)`` pairs with the largest mean indirect effect, best first (ties by index)."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    flat = indirect_effect.flatten()
+    order = sorted(range(flat.numel()), key=lambda i: (-float(flat[i]), i))[:k]
+    n_heads = indirect_effect.shape[1]
+    return tuple((i // n_heads, i % n_heads) for i in order)
+
+
+def build_function_vector(lm: Any, means: Tensor, heads: Sequence[tuple[int, int]]) -> Tensor:
+    """``sum over (l, h) in heads of W_O[l][:, slice(h)] @ means[l, h]``: a ``(d_model,)`` vector.
+
+    Raises:
+        ValueError: an empty head set, or a layer or head out of range.
+    """
+    if not heads:
+        raise ValueError("a function vector needs at least one head; the head set is empty")
+    total = torch.zeros(lm.d_model, dtype=torch.float32, device=lm.device)
+    for l, h in heads:
+        layer, head = check_layer(l, lm.n_layers), check_head(h, lm.geometry.n_heads)
+        total += head_projection(lm, layer, head, means[layer, head].to(lm.device)).float()
+    return total
+
+
+def extract_function_vector(
+    lm: Any,
+    task: Task | str,
+    pool: Sequence[Example],
+    config: FunctionVectorConfig = FunctionVectorConfig(),
+    *,
+    method: IEMethod = "cached",
+) -> FunctionVector:
+    """Extract a function vector of ``task`` from demonstrations drawn from ``pool`` (the training split).
+
+    Raises:
+        ValueError: a pool too small for ``config.shots`` demonstrations plus a query, an empty head set.
+    """
+    task = get_task(task)
+    if len(pool) <= config.shots:
+        raise ValueError(f"task {task.name!r}: the pool has {len(pool)} examples, need more than {config.shots}")
+    start = time.perf_counter()
+    clean = clean_prompts(lm, task, pool, shots=config.shots, n=config.n_mean, seed=config.seed)
+    means = mean_head_outputs(lm, clean)
+    t_mean = time.perf_counter() - start
+    corrupted, gold = corrupted_prompts(lm, task, pool, shots=config.shots, n=config.n_ie, seed=config.seed)
+    ie = indirect_effects(lm, corrupted, gold, means, method=method).mean(0).view(lm.n_layers, lm.geometry.n_heads)
+    heads = top_heads(ie, config.k)
+    layer = check_layer(config.layer, lm.n_layers) if config.layer is not None else lm.n_layers // 3
+    vector = build_function_vector(lm, means, heads).cpu()
+    seconds = time.perf_counter() - start
+    return FunctionVector(
+        vector=vector, heads=heads, layer=layer, indirect_effect=ie, mean_outputs=means, model=lm.name,
+        task=task.name, config=config, seconds=seconds,
+        timings={"mean_outputs": t_mean, "indirect_effect": seconds - t_mean},
+    )
