@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from ltvlib.cache import atomic_write_text, code_version
+from ltvlib.cache import atomic_write_text, source_hash
 
 KERNEL_NAME = "ltv-book"
 DEFAULT_PROFILE = "cpu"
@@ -204,7 +204,7 @@ def make_stamp(chapter: Chapter, params: dict[str, Any]) -> dict[str, Any]:
     return {
         "source_sha": hashlib.sha256(chapter.py.read_bytes()).hexdigest(),
         "params": dict(sorted(params.items())),
-        "code_version": code_version(),
+        "code_version": source_hash(),
     }
 
 

@@ -78,19 +78,36 @@ def _package_version() -> str:
         return "0"
 
 
+# The modules whose code decides the numbers every result builds on. Results are keyed by their source, so
+# changing how prompts are built or vectors injected invalidates old results, while adding a chapter or an
+# analysis module does not invalidate the vectors other chapters cached (those modules put their own
+# source_hash into their result keys).
+CORE_MODULES = (
+    "models.py", "sites.py", "tasks.py", "prompts.py", "inject.py", "prefix.py", "runner.py", "evaluate.py",
+    "ltv.py",
+)
+
+
 @functools.cache
-def code_version() -> str:
-    """``<__version__>+<sha256[:12] of ltvlib sources>``; computed once per process."""
+def source_hash(*relative_paths: str) -> str:
+    """sha256[:12] over the named ``ltvlib`` source files (all ``*.py`` files when none are named)."""
+    paths = [_PKG_DIR / p for p in relative_paths] or sorted(
+        p for p in _PKG_DIR.rglob("*.py") if "__pycache__" not in p.parts
+    )
     h = hashlib.sha256()
-    for path in sorted(_PKG_DIR.rglob("*.py")):
-        if "__pycache__" in path.parts:
-            continue
+    for path in paths:
         # hash the relative name too, so moving code between files counts as a change
         h.update(path.relative_to(_PKG_DIR).as_posix().encode())
         h.update(b"\0")
         h.update(path.read_bytes())
         h.update(b"\0")
-    return f"{_package_version()}+{h.hexdigest()[:12]}"
+    return h.hexdigest()[:12]
+
+
+@functools.cache
+def code_version() -> str:
+    """``<__version__>+<source_hash of CORE_MODULES>``: the code version in every cache key."""
+    return f"{_package_version()}+{source_hash(*CORE_MODULES)}"
 
 
 def canonical(obj: Any) -> Any:

@@ -64,6 +64,7 @@ class EvalSet:
         demo_sets: None draws fresh demonstrations for every query; an integer ``n`` draws ``n`` fixed
             demonstration blocks and assigns queries to them in turn, so each block's keys/values are
             computed once and a query costs only its own tokens (much cheaper for long demonstrations).
+        max_cache_bytes: memory cap of the prompts' prefix cache (rows beyond it are recomputed).
     """
 
     def __init__(
@@ -78,6 +79,7 @@ class EvalSet:
         tail: int | None = 1,
         cache_rows: bool = True,
         demo_sets: int | None = None,
+        max_cache_bytes: int = 256 * 2**20,
     ) -> None:
         self.task = get_task(task) if isinstance(task, str) else task
         self.examples = list(examples)
@@ -103,7 +105,9 @@ class EvalSet:
             demos = [per_query[i] for i in index] if per_query is not None else None
             prompts = encode_prompts(lm.tokenizer, self.task, queries, demos=demos, shared_demos=block)
             # With a shared block the per-row prefixes are short and the block's cache is shared: no row cache.
-            runner = PromptRunner(lm, prompts, tail=tail, cache_rows=cache_rows and block is None)
+            runner = PromptRunner(
+                lm, prompts, tail=tail, cache_rows=cache_rows and block is None, max_cache_bytes=max_cache_bytes
+            )
             self.groups.append((index, runner))
         self.gold_first = [ids[0] for ids in answer_ids(lm.tokenizer, self.task, [e.output for e in self.examples])]
         self.label_first: list[int] | None = None

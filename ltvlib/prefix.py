@@ -127,3 +127,71 @@ def compute_prefix(lm: Any, input_ids: Tensor, attention_mask: Tensor, *, prefix
     _, extended = forward_tokens(lm, input_ids, attention_mask, prefix=prefix, logits_to_keep=1, keep_cache=True)
     assert extended is not None
     return extended
+
+
+def forward_from_layer(
+    lm: Any,
+    hidden: Tensor,
+    start: int,
+    attention_mask: Tensor,
+    *,
+    prefix: KVPrefix | None = None,
+    logits_to_keep: int = 1,
+) -> Tensor:
+    """Run decoder blocks ``start..L-1`` (then the final norm and unembedding) from block-input states.
+
+    When a vector enters at block ``start``, the blocks before it see exactly what they saw without it,
+    so their output for the tokens being run can be cached and the forward resumed at ``start``.
+
+    Args:
+        hidden: ``(batch, n, d_model)`` residual stream entering block ``start`` for the ``n`` new tokens.
+        start: first block to run.
+        attention_mask: ``(batch, n)`` mask of the new tokens (the prefix's own mask is prepended).
+        prefix: cached keys/values of the earlier tokens (every layer), or None.
+        logits_to_keep: final columns that get logits.
+
+    Returns:
+        ``(batch, logits_to_keep, vocab)`` logits, with the model's final-logit soft-capping if it has one.
+    """
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+
+    base = lm.model.model
+    config = base.config
+    start_pos = prefix.next_position if prefix is not None else 0
+    position_ids = positions_from_mask(attention_mask, start_pos)
+    full_mask = attention_mask if prefix is None else torch.cat([prefix.attention_mask, attention_mask], dim=1)
+    cache = _as_cache(lm, prefix) if prefix is not None else None
+    kwargs = {"config": config, "inputs_embeds": hidden, "attention_mask": full_mask, "cache": cache,
+              "position_ids": position_ids}
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None and "sliding_attention" in layer_types:
+        masks = {"full_attention": create_causal_mask(**kwargs),
+                 "sliding_attention": create_sliding_window_causal_mask(**kwargs)}
+        rotary = {t: base.rotary_emb(hidden, position_ids, t) for t in set(layer_types)}
+
+        def mask_for(i: int) -> Any:
+            return masks[layer_types[i]]
+
+        def rope_for(i: int) -> Any:
+            return rotary[layer_types[i]]
+    else:
+        mask = create_causal_mask(**kwargs)
+        rope = base.rotary_emb(hidden, position_ids=position_ids)
+
+        def mask_for(i: int) -> Any:
+            return mask
+
+        def rope_for(i: int) -> Any:
+            return rope
+
+    for i in range(start, config.num_hidden_layers):
+        hidden = base.layers[i](
+            hidden, attention_mask=mask_for(i), position_embeddings=rope_for(i), position_ids=position_ids,
+            cache=cache, use_cache=cache is not None,
+        )
+    hidden = base.norm(hidden[:, -logits_to_keep:])
+    logits = lm.model.lm_head(hidden)
+    cap = getattr(lm.model.config, "final_logit_softcapping", None)
+    if cap is not None:
+        logits = torch.tanh(logits / cap) * cap
+    return logits

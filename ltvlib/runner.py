@@ -7,13 +7,14 @@ token (teacher forcing). It chooses between two exact paths:
 - *full*: every token of every prompt in one forward (any injection position);
 - *tail*: when every injected position is among the last ``tail`` prompt tokens, the rest is a prefix
   whose keys/values do not depend on the vectors. The shared part (special tokens and a shared
-  demonstration block) is computed once; the per-row part is computed once for all rows when it fits
-  in ``max_cache_bytes`` (else once per batch, without gradients); only the tail (plus the answer tokens)
-  runs with gradients.
+  demonstration block) is computed once; each row's own prefix is computed once and kept (rows in order,
+  up to ``max_cache_bytes``; the others are recomputed per batch without gradients); only the tail (plus
+  the answer tokens) runs with gradients. With ``skip_early_layers`` the tail's residual stream entering
+  every block is remembered too, so a run whose vectors enter at block ``l`` starts at block ``l``.
 
 Layouts (columns left to right): full ``[pad][shared][row][answer]``; tail
 ``[shared][pad][row minus tail][tail][answer]``. Positions come from the attention mask, so both layouts
-give the same numbers up to floating-point rounding.
+give the same numbers up to floating-point rounding (``tests/test_runner.py``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .inject import Mode, Site, VectorEdit, inject
-from .prefix import KVPrefix, compute_prefix, forward_tokens
+from .inject import Mode, Site, VectorEdit, inject, record_residual
+from .prefix import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from .prompts import EncodedPrompts, pad_left, pad_right
 
 
@@ -45,6 +46,10 @@ class PromptRunner:
         tail: number of final prompt tokens recomputed on each run (None = full forwards).
         cache_rows: cache the per-row prefix of all prompts at construction (when it fits).
         max_cache_bytes: memory cap for that cache.
+        chunk: rows per forward when building caches.
+        skip_early_layers: on the tail path, remember each row's residual stream entering every block
+            for the tail (and answer) tokens, so that a run whose vectors enter at block ``l`` starts at
+            block ``l`` (the blocks before it are unaffected by the vectors). Default: ``cache_rows``.
     """
 
     def __init__(
@@ -54,13 +59,17 @@ class PromptRunner:
         *,
         tail: int | None = 1,
         cache_rows: bool = True,
-        max_cache_bytes: int = 768 * 2**20,
+        max_cache_bytes: int = 640 * 2**20,
         chunk: int = 64,
+        skip_early_layers: bool | None = None,
     ) -> None:
         self.lm = lm
         self.prompts = prompts
         self.tail = tail
         self.chunk = chunk
+        self.skip_early_layers = cache_rows if skip_early_layers is None else skip_early_layers
+        # (row, answer ids) -> (n_layers, tail + answer tokens - 1, d_model) block-input states, no vectors
+        self.states: dict[tuple[int, tuple[int, ...]], Tensor] = {}
         self.pad_id = lm.tokenizer.pad_token_id
         self.device = lm.device
         shortest = min(len(r) for r in prompts.rows)
@@ -189,9 +198,37 @@ class PromptRunner:
             offset = before.shape[1]
         ids = torch.cat([ids, cont], dim=1)
         mask = torch.cat([mask, cont_mask], dim=1)
-        if edits:
+        start = min((e.layer % self.lm.n_layers for e in edits), default=0)
+        if self.tail is not None and self.skip_early_layers and start > 0:
+            keys = [(i, tuple(answers[b]) if answers is not None else ()) for b, i in enumerate(index)]
+            missing = [b for b, k in enumerate(keys) if k not in self.states]
+            if missing:
+                self._remember_states([keys[b] for b in missing], ids[missing], mask[missing], prefix, missing)
+            # Each row's states cover its own tokens; pad columns (short answers) stay zero and are masked.
+            hidden = torch.zeros((len(keys), ids.shape[1], self.lm.d_model), dtype=self.lm.dtype, device=self.device)
+            for b, k in enumerate(keys):
+                state = self.states[k][start]
+                hidden[b, : state.shape[0]] = state
+            with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=offset):
+                logits = forward_from_layer(self.lm, hidden, start, mask, prefix=prefix, logits_to_keep=n_ans)
+        elif edits:
             with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=offset):
                 logits, _ = forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)
         else:
             logits, _ = forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)
         return logits, valid
+
+    @torch.no_grad()
+    def _remember_states(
+        self, keys: list[tuple[int, tuple[int, ...]]], ids: Tensor, mask: Tensor, prefix: KVPrefix | None,
+        rows: list[int],
+    ) -> None:
+        """Record the block-input states of the tail (+ answer) tokens of some rows, without vectors."""
+        sub = prefix.rows(rows) if prefix is not None else None
+        layers = list(range(self.lm.n_layers))
+        with record_residual(self.lm, layers) as rec:
+            forward_tokens(self.lm, ids, mask, prefix=sub, logits_to_keep=1)
+        stacked = torch.stack([rec[l] for l in layers], dim=1)  # (rows, n_layers, n, d_model)
+        for b, key in enumerate(keys):
+            own = self.tail + max(len(key[1]) - 1, 0)  # type: ignore[operator]
+            self.states[key] = stacked[b, :, :own].clone()

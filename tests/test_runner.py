@@ -68,3 +68,42 @@ def test_batched_equals_unbatched(llama):
     for i in range(6):
         single, _ = runner.run([i])
         torch.testing.assert_close(single[0], batched[i], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("cache_rows", [True, False])
+def test_multi_token_answers_teacher_forced_identically(tiny, cache_rows):
+    prompts, _ = _setup(tiny, shared=False)
+    answers = [[11, 12, 13], [14], [15, 16], [17, 18, 19], [20], [21, 22]]
+    full = PromptRunner(tiny, prompts, tail=None)
+    fast = PromptRunner(tiny, prompts, tail=1, cache_rows=cache_rows)
+    # Batches mixing answer lengths differently each time exercise the remembered per-row states.
+    for index in ([0, 1, 2, 3, 4, 5], [1, 4], [2, 0, 3], [5, 1, 3, 0]):
+        grads, losses = [], []
+        for runner in (full, fast):
+            theta = torch.full((tiny.d_model,), 0.3, requires_grad=True)
+            ans = [answers[i] for i in index]
+            logits, valid = runner.run(index, [VectorEdit(2, -1, theta)], answers=ans)
+            assert logits.shape[:2] == (len(index), max(map(len, ans))) and valid.sum() == sum(map(len, ans))
+            loss = answer_loss(logits, ans, valid)
+            loss.backward()
+            grads.append(theta.grad)
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[1], losses[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-4)
+
+
+def test_answer_loss_is_mean_log_prob_per_answer_token():
+    logits = torch.randn(2, 3, 7)
+    answers = [[1, 2, 3], [4]]
+    valid = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.bool)
+    logp = logits.log_softmax(-1)
+    expected = -((logp[0, 0, 1] + logp[0, 1, 2] + logp[0, 2, 3]) / 3 + logp[1, 0, 4]) / 2
+    torch.testing.assert_close(answer_loss(logits, answers, valid), expected)
+
+
+def test_partial_row_cache_gives_the_same_logits(llama):
+    prompts, _ = _setup(llama, shared=False)
+    whole = PromptRunner(llama, prompts, tail=1)
+    part = PromptRunner(llama, prompts, tail=1, max_cache_bytes=2 * 3 * 2 * 16 * 4 * 12)
+    assert 0 < part.cached_rows < len(prompts) == whole.cached_rows
+    torch.testing.assert_close(part.run(range(6))[0], whole.run(range(6))[0])
