@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -183,20 +183,19 @@ def mean_head_outputs(lm: Any, prompts: EncodedPrompts, *, max_tokens: int = 409
     return (total / len(rows)).float()
 
 
-def _prefixes(lm: Any, rows: Sequence[Sequence[int]], max_tokens: int) -> list[KVPrefix]:
-    """Per prompt, the unpadded keys/values of all its tokens but the last (batch 1 each)."""
-    out: list[KVPrefix | None] = [None] * len(rows)
+def _prefixes(lm: Any, rows: Sequence[Sequence[int]], max_tokens: int) -> Iterator[tuple[int, KVPrefix]]:
+    """Per prompt, the unpadded keys/values of all its tokens but the last (batch 1 each), computed a chunk
+    of prompts at a time so that only one chunk is held in memory."""
     for group in _chunks([len(r) - 1 for r in rows], max_tokens):
         heads = [rows[i][:-1] for i in group]
         ids, mask = pad_left(heads, lm.tokenizer.pad_token_id, lm.device)
         kv = compute_prefix(lm, ids, mask)
         for b, i in enumerate(group):
             start = kv.length - len(heads[b])
-            out[i] = KVPrefix(
-                [k[b : b + 1, :, start:].clone() for k in kv.keys], [v[b : b + 1, :, start:].clone() for v in kv.values],
+            yield i, KVPrefix(
+                [k[b : b + 1, :, start:] for k in kv.keys], [v[b : b + 1, :, start:] for v in kv.values],
                 kv.attention_mask[b : b + 1, start:], kv.next_position[b : b + 1],
             )
-    return out  # type: ignore[return-value]
 
 
 def _gold_prob(logits: Tensor, gold: int) -> Tensor:
@@ -249,7 +248,7 @@ def indirect_effects(
     if method != "cached":
         raise ValueError(f"unknown method {method!r}; allowed: 'cached', 'full'")
     per_token = 2 * geo.n_layers * geo.n_kv_heads * geo.head_dim * lm.dtype.itemsize
-    for i, prefix in enumerate(_prefixes(lm, rows, max_tokens)):
+    for i, prefix in _prefixes(lm, rows, max_tokens):
         # row 0 of the first pass is the unpatched prompt; every other row patches one head
         jobs: list[int | None] = [None, *range(len(pairs))]
         per_pass = max(2, min(512, max_cache_bytes // max(1, per_token * (prefix.length + 1))))

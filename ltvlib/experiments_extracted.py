@@ -1,0 +1,182 @@
+"""Cached extracted task vectors (Vanilla TV, Function Vectors) and their layer curves, per profile.
+
+Like :mod:`ltvlib.experiments`, every function is keyed by (model, task, sizes, config, seed, code version) in
+the on-disk cache (:mod:`ltvlib.cache`): vectors in ``vectors/vanilla_tv`` and ``vectors/function_vector``,
+accuracies in ``results/extracted-curve``. Later chapters get the same vectors by calling the same function.
+
+How much an extraction spends depends on the profile (:data:`EXTRACTED_SIZES`): the papers' own sizes in
+``paper``; in ``cpu`` fewer Function-Vector prompts, because 100 ten-shot prompts of the long tasks (RTE
+prompts have about 940 tokens) cost minutes each on two CPU cores; tiny sizes in ``smoke``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+from .baselines.function_vector import FunctionVector, FunctionVectorConfig, extract_function_vector
+from .baselines.vanilla_tv import (
+    VanillaTaskVector,
+    VanillaTVConfig,
+    extract_vanilla_tv,
+    layer_accuracies,
+    select_layer,
+    vanilla_task,
+)
+from .cache import cache_path, cached_json
+from .evaluate import EvalSet, evaluate
+from .experiments import profile_splits
+from .profiles import Profile
+from .sites import check_layer
+from .tasks import get_task
+
+Method = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
+METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
+
+
+@dataclass(frozen=True)
+class ExtractedSizes:
+    """Extraction configs and LTV-sweep coverage of one profile.
+
+    Attributes:
+        vanilla_tv: the Vanilla TV config (its ``template`` is overridden per call where a chapter says so).
+        function_vector: the Function Vector config.
+        ltv_sweep_tasks: tasks whose LTV is trained at every sweep layer (None = all the profile's tasks);
+            LTVs of the other tasks are trained at the middle layer only.
+    """
+
+    vanilla_tv: VanillaTVConfig
+    function_vector: FunctionVectorConfig
+    ltv_sweep_tasks: tuple[str, ...] | None
+
+
+EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
+    "smoke": ExtractedSizes(
+        vanilla_tv=VanillaTVConfig(n_contexts=2, n_dev=8),
+        function_vector=FunctionVectorConfig(shots=4, n_mean=4, n_ie=2),
+        ltv_sweep_tasks=("antonym",),
+    ),
+    "cpu": ExtractedSizes(
+        vanilla_tv=VanillaTVConfig(n_contexts=16, n_dev=50),
+        function_vector=FunctionVectorConfig(n_mean=20, n_ie=5),
+        ltv_sweep_tasks=("capital", "antonym"),
+    ),
+    "paper": ExtractedSizes(
+        vanilla_tv=VanillaTVConfig(), function_vector=FunctionVectorConfig(), ltv_sweep_tasks=None,
+    ),
+}
+
+
+def extracted_sizes(profile: Profile) -> ExtractedSizes:
+    """The extraction sizes of ``profile`` (raises ``ValueError`` for a profile without an entry)."""
+    if profile.name not in EXTRACTED_SIZES:
+        raise ValueError(f"no extraction sizes for profile {profile.name!r}; known: {', '.join(EXTRACTED_SIZES)}")
+    return EXTRACTED_SIZES[profile.name]
+
+
+def profile_vanilla_tv(
+    lm: Any, task: str, profile: Profile, *, config: VanillaTVConfig | None = None, seed: int = 0,
+    select_layers: Sequence[int] | None = None,
+) -> VanillaTaskVector:
+    """The Vanilla TV of ``task`` from the profile's training split, its layer chosen on the validation split
+    over ``select_layers`` (default: every layer). Cached in ``vectors/vanilla_tv``."""
+    config = replace(config or extracted_sizes(profile).vanilla_tv, seed=seed)
+    splits = profile_splits(task, profile)
+    layers = sorted({check_layer(l, lm.n_layers) for l in (select_layers or range(lm.n_layers))})
+    key = {"model": lm.name, "task": task, "config": asdict(config), "n_train": len(splits.train),
+           "n_val": len(splits.validation), "select_layers": layers}
+    path = cache_path("vanilla_tv", key, ".safetensors")
+    if path.exists():
+        return VanillaTaskVector.load(path)
+    tv = extract_vanilla_tv(lm, task, splits.train, config)
+    select_layer(lm, tv, splits.validation, layers=layers)
+    tv.save(path)
+    return tv
+
+
+def profile_function_vector(
+    lm: Any, task: str, profile: Profile, *, config: FunctionVectorConfig | None = None, seed: int = 0
+) -> FunctionVector:
+    """The Function Vector of ``task`` from the profile's training split. Cached in ``vectors/function_vector``."""
+    config = replace(config or extracted_sizes(profile).function_vector, seed=seed)
+    splits = profile_splits(task, profile)
+    key = {"model": lm.name, "task": task, "config": asdict(config), "n_train": len(splits.train)}
+    path = cache_path("function_vector", key, ".safetensors")
+    if path.exists():
+        return FunctionVector.load(path)
+    fv = extract_function_vector(lm, task, splits.train, config)
+    fv.save(path)
+    return fv
+
+
+# Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the last few
+# are kept in memory.
+_EVALSETS: dict[tuple, EvalSet] = {}
+
+
+def _test_evalset(lm: Any, task: str, profile: Profile, template: str) -> EvalSet:
+    splits = profile_splits(task, profile)
+    key = (id(lm.model), task, template, tuple(splits.test))
+    if key not in _EVALSETS:
+        while len(_EVALSETS) >= 2:
+            _EVALSETS.pop(next(iter(_EVALSETS)))
+        _EVALSETS[key] = EvalSet(lm, vanilla_task(task, template), splits.test, tail=1)  # type: ignore[arg-type]
+    return _EVALSETS[key]
+
+
+def _summary(r: Any) -> dict[str, Any]:
+    return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n}
+
+
+def extracted_curve(
+    lm: Any, task: str, profile: Profile, method: Method, layers: Sequence[int] | None, *, seed: int = 0,
+    template: str = "task",
+) -> dict[str, Any]:
+    """Test accuracy of an extracted vector injected at each of ``layers`` (cached).
+
+    Args:
+        layers: injection layers (block outputs); None = the layer the Vanilla TV chose on validation data.
+        method: ``"vanilla_tv"`` (replace the last-token state leaving block ``l``), ``"vanilla_tv_difference"``
+            (add ICL minus zero-shot state there) or ``"function_vector"`` (add the FV there).
+        template: the prompt format of the Vanilla TV's ICL prompts and of the zero-shot test prompts:
+            ``"task"`` (the paper's ``Q: {x}\\nA:``, shared with the LTVs) or ``"hendel"`` (``example:{x}->``).
+            Function vectors always use the task's template (Todd et al.'s ``Q:/A:`` format).
+
+    Returns:
+        ``{"layers": {str(layer): {"accuracy", "label_accuracy", "n"}}, "zero_shot": {...}, "chosen_layer",
+        "seconds"}``; ``chosen_layer`` is the Vanilla TV's validation choice (None for FVs).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
+    if method == "function_vector" and template != "task":
+        raise ValueError("function vectors use the task's own template; pass template='task'")
+    if layers is None and method == "function_vector":
+        raise ValueError("layers=None (the validation-chosen layer) exists for Vanilla TVs only")
+    layers = None if layers is None else [check_layer(l, lm.n_layers) for l in layers]
+    sizes = extracted_sizes(profile)
+    get_task(task)
+    n_test = len(profile_splits(task, profile).test)
+    if method == "function_vector":
+        config: Any = replace(sizes.function_vector, seed=seed)
+    else:
+        config = replace(sizes.vanilla_tv, seed=seed, template=template,
+                         form="replace" if method == "vanilla_tv" else "difference")
+    key = {"model": lm.name, "task": task, "method": method, "layers": layers, "config": asdict(config),
+           "n_train": profile.n_train, "n_val": profile.n_val, "n_test": n_test}
+
+    def compute() -> dict[str, Any]:
+        es = _test_evalset(lm, task, profile, template)
+        if method == "function_vector":
+            fv = profile_function_vector(lm, task, profile, config=config, seed=seed)
+            res = {l: evaluate(es, fv.edits(l), site="block_output", mode="add") for l in layers}
+            chosen, seconds, extra = None, fv.seconds, {"heads": [list(h) for h in fv.heads], "fv_layer": fv.layer}
+        else:
+            # one extraction serves both forms: the key of the stored vector ignores the form
+            tv = profile_vanilla_tv(lm, task, profile, config=replace(config, form="replace"), seed=seed)
+            res = layer_accuracies(es, tv, [tv.layer] if layers is None else layers, config.form)
+            chosen, seconds, extra = tv.layer, tv.seconds, {}
+        return {"layers": {str(l): _summary(r) for l, r in res.items()}, "zero_shot": _summary(evaluate(es)),
+                "chosen_layer": chosen, "seconds": seconds, **extra}
+
+    return cached_json("extracted-curve", key, compute)
