@@ -20,14 +20,14 @@ def smol():
     return load_model("smollm2-135m", device="cpu")
 
 
-def test_middle_layer_ltv_beats_vanilla_tv_and_function_vector_on_capital(smol):
-    splits = load_splits("capital")
+def test_middle_layer_ltv_beats_vanilla_tv_and_function_vector_on_antonym(smol):
+    splits = load_splits("antonym")
     mid = smol.middle_layer
-    test = EvalSet(smol, "capital", splits.test)
-    ltv = train_ltv(smol, "capital", layers=[mid], splits=splits, seed=0, progress=False)
+    test = EvalSet(smol, "antonym", splits.test[:200])
+    ltv = train_ltv(smol, "antonym", layers=[mid], splits=splits, seed=0, progress=False)
     # the Vanilla TV in the task's template, so that all three vectors meet the same test prompts
-    tv = extract_vanilla_tv(smol, "capital", splits.train, VanillaTVConfig(n_contexts=8, template="task"))
-    fv = extract_function_vector(smol, "capital", splits.train, FunctionVectorConfig(n_mean=20, n_ie=5))
+    tv = extract_vanilla_tv(smol, "antonym", splits.train, VanillaTVConfig(n_contexts=8, template="task"))
+    fv = extract_function_vector(smol, "antonym", splits.train, FunctionVectorConfig(n_mean=20, n_ie=5))
     acc = {
         "zero-shot": evaluate(test).accuracy,
         "ltv": evaluate(test, ltv.edits()).accuracy,
