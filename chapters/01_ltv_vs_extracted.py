@@ -41,7 +41,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv
-from ltvlib.experiments_extracted import extracted_curve, extracted_sizes, profile_function_vector
+from ltvlib.experiments_extracted import extracted_curve, extracted_sizes, ltv_layers, profile_function_vector
 from ltvlib.models import load_model
 from ltvlib.profiles import get_profile, sweep_layers
 
@@ -51,12 +51,13 @@ started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
 layers = sorted(set(sweep_layers(lm.n_layers, prof)) | {mid})
-ltv_sweep_tasks = [t for t in prof.tasks if sizes.ltv_sweep_tasks is None or t in sizes.ltv_sweep_tasks]
+ltv_at = {t: ltv_layers(lm, t, prof) for t in prof.tasks}
+ltv_sweep_tasks = [t for t in prof.tasks if len(ltv_at[t]) > 1]
 vtv, fvc = sizes.vanilla_tv, sizes.function_vector
 display(Markdown(
     f"**Model** `{lm.name}` ({lm.n_layers} layers, {lm.geometry.n_heads} heads per layer). **Profile** "
-    f"`{prof.name}`: layers {layers}; LTVs trained at every one of these layers for "
-    f"{', '.join(ltv_sweep_tasks)} and at the middle layer {mid} for every task. Vanilla TV: {vtv.shots} "
+    f"`{prof.name}`: extracted vectors at layers {layers}; LTVs at the middle layer {mid} for every task"
+    + "".join(f", at layers {ltv_at[t]} for {t}" for t in ltv_sweep_tasks) + f". Vanilla TV: {vtv.shots} "
     f"demonstrations, {vtv.n_dummy} dummy queries x {vtv.n_contexts} demonstration sets, layer chosen on "
     f"{vtv.n_dev} validation queries. Function vector: {fvc.shots}-shot prompts, {fvc.n_mean} for the mean "
     f"head outputs, {fvc.n_ie} for the indirect effect, top {fvc.k} heads."
@@ -131,7 +132,7 @@ print(f"extracted vectors: {time.perf_counter() - t0:.0f} s")
 t0 = time.perf_counter()
 ltv_rows = []
 for task in prof.tasks:
-    for layer in layers if task in ltv_sweep_tasks else [mid]:
+    for layer in ltv_at[task]:
         ltv = profile_ltv(lm, task, prof, layers=[layer], seed=seed)
         r = ltv_accuracy(lm, ltv, prof, seed=seed)
         curves.setdefault(("ltv", task), {})[layer] = 100 * r["accuracy"]

@@ -27,7 +27,7 @@ from .baselines.vanilla_tv import (
 from .cache import cache_path, cached_json, source_hash
 from .evaluate import EvalSet, evaluate
 from .experiments import profile_splits
-from .profiles import Profile
+from .profiles import Profile, sweep_layers
 from .sites import check_layer
 from .tasks import get_task
 
@@ -42,13 +42,17 @@ class ExtractedSizes:
     Attributes:
         vanilla_tv: the Vanilla TV config (its ``template`` is overridden per call where a chapter says so).
         function_vector: the Function Vector config.
-        ltv_sweep_tasks: tasks whose LTV is trained at every sweep layer (None = all the profile's tasks);
+        ltv_sweep_tasks: tasks whose LTV is trained at several layers (None = all the profile's tasks);
             LTVs of the other tasks are trained at the middle layer only.
+        ltv_sweep_layers: how many evenly spread layers those LTVs get (plus the middle layer); None = the
+            profile's sweep layers. Training one LTV costs about a minute on a CPU; extracted vectors cost
+            one single-token pass per layer, so they always get the profile's full sweep.
     """
 
     vanilla_tv: VanillaTVConfig
     function_vector: FunctionVectorConfig
     ltv_sweep_tasks: tuple[str, ...] | None
+    ltv_sweep_layers: int | None = None
 
 
 EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
@@ -60,7 +64,8 @@ EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
     "cpu": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(n_contexts=16, n_dev=50),
         function_vector=FunctionVectorConfig(n_mean=20, n_ie=5),
-        ltv_sweep_tasks=("capital", "antonym"),
+        ltv_sweep_tasks=("antonym",),
+        ltv_sweep_layers=4,
     ),
     "paper": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(), function_vector=FunctionVectorConfig(), ltv_sweep_tasks=None,
@@ -84,6 +89,15 @@ def extracted_sizes(profile: Profile) -> ExtractedSizes:
     if profile.name not in EXTRACTED_SIZES:
         raise ValueError(f"no extraction sizes for profile {profile.name!r}; known: {', '.join(EXTRACTED_SIZES)}")
     return EXTRACTED_SIZES[profile.name]
+
+
+def ltv_layers(lm: Any, task: str, profile: Profile) -> list[int]:
+    """The layers at which the chapters train an LTV of ``task`` in ``profile`` (always with the middle one)."""
+    sizes = extracted_sizes(profile)
+    if sizes.ltv_sweep_tasks is not None and task not in sizes.ltv_sweep_tasks:
+        return [lm.middle_layer]
+    k = sizes.ltv_sweep_layers if sizes.ltv_sweep_layers is not None else profile.n_sweep_layers
+    return sorted(set(sweep_layers(lm.n_layers, replace(profile, n_sweep_layers=k))) | {lm.middle_layer})
 
 
 def profile_vanilla_tv(

@@ -47,3 +47,15 @@ def test_bad_arguments(llama, cache):
         extracted_curve(llama, "antonym", prof, "function_vector", [0], template="hendel")
     with pytest.raises(ValueError, match="Vanilla TVs only"):
         extracted_curve(llama, "antonym", prof, "function_vector", None)
+
+
+def test_ltv_layers_per_profile(llama):
+    from ltvlib.experiments_extracted import ltv_layers
+
+    class Big:  # only the sizes matter
+        n_layers, middle_layer = 30, 15
+
+    assert ltv_layers(Big, "antonym", get_profile("cpu")) == [0, 10, 15, 19, 29]
+    assert ltv_layers(Big, "sst2", get_profile("cpu")) == [15]
+    assert ltv_layers(Big, "sst2", get_profile("paper")) == list(range(30))
+    assert ltv_layers(llama, "antonym", get_profile("smoke")) == [0, 1, 2]
