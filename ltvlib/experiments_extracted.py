@@ -62,7 +62,7 @@ EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
         ltv_sweep_tasks=("antonym",),
     ),
     "cpu": ExtractedSizes(
-        vanilla_tv=VanillaTVConfig(n_contexts=16, n_dev=50),
+        vanilla_tv=VanillaTVConfig(n_contexts=8, n_dev=50),
         function_vector=FunctionVectorConfig(n_mean=20, n_ie=5),
         ltv_sweep_tasks=("antonym",),
         ltv_sweep_layers=4,
@@ -171,7 +171,8 @@ def extracted_curve(
 
     Returns:
         ``{"layers": {str(layer): {"accuracy", "label_accuracy", "n"}}, "zero_shot": {...}, "chosen_layer",
-        "seconds"}``; ``chosen_layer`` is the Vanilla TV's validation choice (None for FVs).
+        "seconds"}``; ``chosen_layer`` is the Vanilla TV's validation choice among the profile's
+        sweep layers and the middle layer (None for FVs).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
@@ -199,7 +200,10 @@ def extracted_curve(
             chosen, seconds, extra = None, fv.seconds, {"heads": [list(h) for h in fv.heads], "fv_layer": fv.layer}
         else:
             # one extraction serves both forms: the key of the stored vector ignores the form
-            tv = profile_vanilla_tv(lm, task, profile, config=replace(config, form="replace"), seed=seed)
+            # the layer is chosen among the profile's sweep layers (every layer in `paper`)
+            candidates = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
+            tv = profile_vanilla_tv(lm, task, profile, config=replace(config, form="replace"), seed=seed,
+                                    select_layers=candidates)
             res = layer_accuracies(es, tv, [tv.layer] if layers is None else layers, config.form)
             chosen, seconds, extra = tv.layer, tv.seconds, {}
         return {"layers": {str(l): _summary(r) for l, r in res.items()}, "zero_shot": _summary(evaluate(es)),
