@@ -141,7 +141,7 @@ print(f"learned vectors: {time.perf_counter() - t0:.0f} s")
 
 # %%
 STYLE = {
-    "ltv": {"label": "LTV", "color": "C3", "marker": "o"},
+    "ltv": {"label": "LTV", "color": "C3", "marker": "o", "zorder": 3},
     "vanilla_tv": {"label": "Vanilla TV (replace)", "color": "C0", "marker": "s"},
     "vanilla_tv_difference": {"label": "Vanilla TV (difference)", "color": "C0", "marker": "s", "ls": "--", "mfc": "none"},
     "function_vector": {"label": "FV", "color": "C2", "marker": "^"},

@@ -60,6 +60,7 @@ EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
         vanilla_tv=VanillaTVConfig(n_contexts=2, n_dev=8),
         function_vector=FunctionVectorConfig(shots=4, n_mean=4, n_ie=2),
         ltv_sweep_tasks=("antonym",),
+        ltv_sweep_layers=2,
     ),
     "cpu": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(n_contexts=8, n_dev=50),

@@ -58,4 +58,5 @@ def test_ltv_layers_per_profile(llama):
     assert ltv_layers(Big, "antonym", get_profile("cpu")) == [0, 10, 15, 19, 29]
     assert ltv_layers(Big, "sst2", get_profile("cpu")) == [15]
     assert ltv_layers(Big, "sst2", get_profile("paper")) == list(range(30))
+    assert ltv_layers(Big, "antonym", get_profile("smoke")) == [0, 15, 29]
     assert ltv_layers(llama, "antonym", get_profile("smoke")) == [0, 1, 2]
