@@ -194,7 +194,7 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 #
 # - **Model size.** The default model has 135M parameters (30 layers, $d=576$) against the paper's 8B; the
 #   chapters use it so that the book builds on a CPU. Every chapter takes `model=` to run the paper's model.
-# - **Training recipe.** The book's `fast` recipe uses batches of 16 with a higher learning rate and cached
+# - **Training recipe.** The book's `fast` recipe uses batches of 32 with a higher learning rate (0.1 instead of 5e-3) and cached
 #   prompt prefixes instead of the released batch-1 recipe; `bench/RESULTS.md` measures both side by side.
 # - **Test sizes.** The `cpu` profile evaluates on the first 200 test queries of each task (all of them in
 #   `paper`), and ICL uses 8 fixed demonstration blocks; see the profile line at the top.

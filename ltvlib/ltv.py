@@ -8,7 +8,7 @@ labels) and then over the batch.
 Two recipes (:data:`PAPER_RECIPE`, :data:`FAST_RECIPE`):
 
 - ``paper``: the authors' released recipe, batch 1, full forward per step (see the config's docstring).
-- ``fast`` (default): batches of 16 and, when every position is at the end of the prompt, the prompt
+- ``fast`` (default): batches of 32 and, when every position is at the end of the prompt, the prompt
   prefix is cached (:mod:`ltvlib.runner`) so each step only runs the last tokens; the gradient is the
   full forward's (tested).
 """
@@ -46,7 +46,8 @@ class TrainConfig:
         weight_decay: AdamW weight decay.
         batch_size: queries per step.
         epochs: maximum number of epochs.
-        samples_per_epoch: queries drawn (without replacement) from the training split per epoch.
+        samples_per_epoch: queries drawn per epoch: shuffled passes over the training split, repeated if
+            the split is smaller.
         init_range: vectors start from U(-init_range, init_range).
         patience: stop after this many epochs without a better validation accuracy; the best vector is kept.
         prefix_cache: reuse the prompt prefix when every position is at the end (fast path).
@@ -76,11 +77,13 @@ init, AdamW lr 5e-3 (the paper's text says 1e-3) with weight decay 0.01, batch 1
 sampled queries, linear decay stepped per sample, early stopping with patience 2 on validation accuracy."""
 
 FAST_RECIPE = TrainConfig(
-    recipe="fast", lr=2e-2, weight_decay=0.01, batch_size=16, epochs=10, samples_per_epoch=320,
+    recipe="fast", lr=0.1, weight_decay=0.01, batch_size=32, epochs=10, samples_per_epoch=320,
     init_range=0.1, patience=2, prefix_cache=True,
 )
-"""Ours: batches of 16 with a higher learning rate, cached prompt prefixes, same schedule, stopping rule and
-initialisation as the paper's recipe. ``bench/train_recipes.py`` compares the two side by side."""
+"""Ours: batches of 32 with a larger learning rate (chosen on Antonym validation accuracy at layer 15 of
+SmolLM2-135M among 0.02, 0.05, 0.1 and 0.2), cached prompt prefixes and early blocks skipped; the same
+initialisation, AdamW, linear decay, epoch structure (10 steps of 32 per epoch) and early-stopping rule as
+the paper's recipe. ``bench/train_recipes.py`` compares the two side by side."""
 
 RECIPES = {"paper": PAPER_RECIPE, "fast": FAST_RECIPE}
 
@@ -213,6 +216,15 @@ def _validation_set(
     return _memo(key, lambda: EvalSet(lm, task, val, shots=shots, demo_pool=train, seed=seed, tail=tail))
 
 
+def _epoch_order(n_train: int, samples: int, rng: random.Random) -> list[int]:
+    """``samples`` training indices for one epoch: shuffled passes over the training set, without repeats
+    within a pass, so a small set (Capital has 98 queries) still gets the epoch's number of samples."""
+    order: list[int] = []
+    while len(order) < samples:
+        order += rng.sample(range(n_train), n_train)
+    return order[:samples]
+
+
 def train_ltv(
     lm: Any,
     task: Task | str,
@@ -278,7 +290,7 @@ def train_ltv(
     bar = tqdm(total=total, disable=not progress, desc=f"LTV {task.name} L{','.join(map(str, layers))}", leave=False)
     try:
         for epoch in range(1, config.epochs + 1):
-            order = rng.sample(range(len(train)), min(config.samples_per_epoch, len(train)))
+            order = _epoch_order(len(train), config.samples_per_epoch, rng)
             for b in range(0, len(order), config.batch_size):
                 index = order[b : b + config.batch_size]
                 runner = runners[rng.randrange(len(runners))]
