@@ -10,6 +10,8 @@
 # skipped when torch is already importable, e.g. a CUDA build on a GPU box).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Idle OpenMP threads sleep instead of spinning: spinning threads of concurrent torch processes thrash.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 VENV="${VENV:-.venv}"
 TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"

@@ -5,6 +5,8 @@
 # Extra args go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Idle OpenMP threads sleep instead of spinning: spinning threads of concurrent torch processes thrash.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 bash scripts/book.sh --setup-only
 # shellcheck disable=SC1091
