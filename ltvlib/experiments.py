@@ -53,6 +53,23 @@ def profile_ltv(
                       seed=seed, n_train=profile.n_train, n_val=profile.n_val, progress=progress)
 
 
+# A sweep evaluates many vectors on the same test prompts: keep the last few test sets (with their cached
+# prompt prefixes) in memory.
+_TEST_SETS: dict[tuple, EvalSet] = {}
+
+
+def _test_set(
+    lm: Any, task: str, splits: TaskSplits, shots: int, seed: int, demo_sets: int | None, tail: int | None
+) -> EvalSet:
+    key = (id(lm.model), task, splits.test, shots, seed, demo_sets, tail)
+    if key not in _TEST_SETS:
+        while len(_TEST_SETS) >= 3:
+            _TEST_SETS.pop(next(iter(_TEST_SETS)))
+        _TEST_SETS[key] = EvalSet(lm, get_task(task), splits.test, shots=shots, demo_pool=splits.train, seed=seed,
+                                  demo_sets=demo_sets, tail=tail, cache_rows=demo_sets is None)
+    return _TEST_SETS[key]
+
+
 def ltv_accuracy(lm: Any, ltv: LearnedTaskVector, profile: Profile, *, shots: int = 0, seed: int = 0) -> dict[str, Any]:
     """Test accuracy of a trained LTV injected as trained (cached by the vector's content)."""
     splits = profile_splits(ltv.task, profile, icl=shots > 0)
@@ -62,9 +79,8 @@ def ltv_accuracy(lm: Any, ltv: LearnedTaskVector, profile: Profile, *, shots: in
     def compute() -> dict[str, Any]:
         from .runner import tail_needed
 
-        es = EvalSet(lm, get_task(ltv.task), splits.test, shots=shots, demo_pool=splits.train, seed=seed,
-                     demo_sets=profile.icl_demo_sets if shots else None, tail=tail_needed(ltv.positions),
-                     cache_rows=False)
+        es = _test_set(lm, ltv.task, splits, shots, seed, profile.icl_demo_sets if shots else None,
+                       tail_needed(ltv.positions))
         r = evaluate(es, ltv.edits())
         return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n,
                 "train_seconds": ltv.seconds, "steps": ltv.steps, "val_accuracy": ltv.best_val_accuracy,
