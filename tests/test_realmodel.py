@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ltvlib.book import Chapter, execute_chapter, read_chapters
+from ltvlib.book import Chapter, execute_chapter
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.inject import VectorEdit
 from ltvlib.ltv import train_ltv
@@ -77,7 +77,11 @@ def smoke_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ["LTV_CACHE_DIR"] = old
 
 
-@pytest.mark.parametrize("chapter", read_chapters(ROOT), ids=lambda c: c.name)
+# Every chapter source, including chapters written but not yet listed in _toc.yml.
+ALL_CHAPTERS = [Chapter(name=p.stem, docname=f"chapters/{p.stem}", root=ROOT) for p in sorted(ROOT.glob("chapters/[0-9]*.py"))]
+
+
+@pytest.mark.parametrize("chapter", ALL_CHAPTERS, ids=lambda c: c.name)
 def test_chapter_executes_under_papermill_smoke(chapter: Chapter, smoke_cache, tmp_path):
     params = {"model": "smollm2-135m", "profile": "smoke", "seed": 0, "device": "cpu"}
     seconds = execute_chapter(chapter, params, tmp_path / f"{chapter.name}.ipynb", work_dir=tmp_path / "work")
