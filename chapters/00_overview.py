@@ -44,16 +44,21 @@ device = "auto"
 
 # %%
 import time
+import warnings
 
+# Progress bars are noise in a rendered page: tqdm's notebook bar (needs ipywidgets) and the loading bar.
+warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
+from transformers.utils import logging as hf_logging
 
 from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
 from ltvlib.models import MODEL_REGISTRY, load_model
 from ltvlib.profiles import get_profile
 from ltvlib.prompts import encode_prompts
 
+hf_logging.disable_progress_bar()
 prof = get_profile(profile)
 started = time.perf_counter()
 lm = load_model(model, device=device)
