@@ -133,8 +133,9 @@ for name in prof.tasks:
 # is compared with it in `bench/RESULTS.md`) and evaluated on zero-shot test prompts.
 #
 # In the `cpu` profile only the short-prompt tasks get an LTV here (Capital, Capitalize, Antonym, TREC):
-# SST-2, SNLI and RTE prompts are 28-82 tokens long, their prompt caches do not fit the 2 GiB memory
-# budget, and training one LTV costs 15-80 minutes on two CPU cores with this version of the library. The
+# SST-2, SNLI and RTE prompts are 28-82 tokens long (Antonym's: 6), their prompt caches do not fit the
+# 2 GiB memory budget, so most prompts are recomputed at every step and every validation pass; we estimate
+# 15-80 minutes per LTV on two CPU cores with this version of the library (not measured end to end). The
 # `paper` profile trains all seven.
 
 # %%

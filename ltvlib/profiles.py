@@ -22,9 +22,9 @@ class Profile:
         name: smoke, cpu or paper.
         tasks: the tasks a chapter covers by default.
         ltv_tasks: the tasks whose LTVs the overview trains. On 2 CPU cores the long-prompt tasks (SST-2,
-            SNLI, RTE: 28-82 tokens per zero-shot prompt) cost 15-80 minutes each, because their prompt
-            caches exceed the 2 GiB memory budget and get recomputed, so the ``cpu`` profile trains the
-            short ones only.
+            SNLI, RTE: 28-82 tokens per zero-shot prompt) would cost an estimated 15-80 minutes each,
+            because their prompt caches exceed the 2 GiB memory budget and get recomputed, so the ``cpu``
+            profile trains the short ones only.
         n_train, n_val: LTV training and validation queries per task.
         n_test: test queries per task (None = the whole test split).
         n_test_icl: test queries for k-shot evaluations, whose prompts are long.
