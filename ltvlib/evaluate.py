@@ -60,11 +60,15 @@ class EvalSet:
         seed: seeds the demonstration draw.
         tail: prompt positions recomputed per evaluation (1 = vectors at the last token; None = any
             position, full forwards).
-        cache_rows: cache the prompts' prefixes once (worth it when evaluating several vectors).
+        cache_rows: keep each prompt's prefix after its first evaluation (worth it when evaluating several
+            vectors).
         demo_sets: None draws fresh demonstrations for every query; an integer ``n`` draws ``n`` fixed
             demonstration blocks and assigns queries to them in turn, so each block's keys/values are
             computed once and a query costs only its own tokens (much cheaper for long demonstrations).
-        max_cache_bytes: memory cap of the prompts' prefix cache (rows beyond it are recomputed).
+        max_cache_bytes: memory cap of the prompts' prefix cache, over all demonstration blocks (rows beyond
+            it are recomputed).
+        first_layer: the earliest block vectors are expected to enter (earlier blocks' caches are not kept;
+            see :class:`~ltvlib.runner.PromptRunner`).
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class EvalSet:
         cache_rows: bool = True,
         demo_sets: int | None = None,
         max_cache_bytes: int = 256 * 2**20,
+        first_layer: int = 0,
     ) -> None:
         self.task = get_task(task) if isinstance(task, str) else task
         self.examples = list(examples)
@@ -104,9 +109,9 @@ class EvalSet:
             queries = [self.examples[i] for i in index]
             demos = [per_query[i] for i in index] if per_query is not None else None
             prompts = encode_prompts(lm.tokenizer, self.task, queries, demos=demos, shared_demos=block)
-            # With a shared block the per-row prefixes are short and the block's cache is shared: no row cache.
             runner = PromptRunner(
-                lm, prompts, tail=tail, cache_rows=cache_rows and block is None, max_cache_bytes=max_cache_bytes
+                lm, prompts, tail=tail, cache_rows=cache_rows, max_cache_bytes=max_cache_bytes // len(groups),
+                first_layer=first_layer,
             )
             self.groups.append((index, runner))
         self.gold_first = [ids[0] for ids in answer_ids(lm.tokenizer, self.task, [e.output for e in self.examples])]

@@ -45,7 +45,7 @@ class ExtractedSizes:
         ltv_sweep_tasks: tasks whose LTV is trained at several layers (None = all the profile's tasks);
             LTVs of the other tasks are trained at the middle layer only.
         ltv_sweep_layers: how many evenly spread layers those LTVs get (plus the middle layer); None = the
-            profile's sweep layers. Training one LTV costs about a minute on a CPU; extracted vectors cost
+            profile's sweep layers. Training one LTV costs 10-60 s on a CPU; extracted vectors cost
             one single-token pass per layer, so they always get the profile's full sweep.
     """
 
@@ -65,8 +65,8 @@ EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
     "cpu": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(n_contexts=8, n_dev=50),
         function_vector=FunctionVectorConfig(n_mean=20, n_ie=5),
-        ltv_sweep_tasks=("antonym",),
-        ltv_sweep_layers=4,
+        ltv_sweep_tasks=("capital", "capitalize", "antonym", "trec"),
+        ltv_sweep_layers=5,
     ),
     "paper": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(), function_vector=FunctionVectorConfig(), ltv_sweep_tasks=None,

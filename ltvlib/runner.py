@@ -7,10 +7,12 @@ token (teacher forcing). It chooses between two exact paths:
 - *full*: every token of every prompt in one forward (any injection position);
 - *tail*: when every injected position is among the last ``tail`` prompt tokens, the rest is a prefix
   whose keys/values do not depend on the vectors. The shared part (special tokens and a shared
-  demonstration block) is computed once; each row's own prefix is computed once and kept (rows in order,
-  up to ``max_cache_bytes``; the others are recomputed per batch without gradients); only the tail (plus
-  the answer tokens) runs with gradients. With ``skip_early_layers`` the tail's residual stream entering
-  every block is remembered too, so a run whose vectors enter at block ``l`` starts at block ``l``.
+  demonstration block) is computed once at construction. Each row's own prefix is computed the first time
+  the row is run and kept (until ``max_cache_bytes``; later rows are recomputed per batch without
+  gradients); only the tail (plus the answer tokens) runs with gradients. With ``skip_early_layers`` the
+  same first pass also remembers the tail's residual stream entering every block, so a run whose vectors
+  enter at block ``l`` starts at block ``l``. ``first_layer`` bounds which blocks' keys/values and states
+  are kept (vectors entering earlier make the runner recompute those rows in full).
 
 Layouts (columns left to right): full ``[pad][shared][row][answer]``; tail
 ``[shared][pad][row minus tail][tail][answer]``. Positions come from the attention mask, so both layouts
@@ -20,6 +22,7 @@ give the same numbers up to floating-point rounding (``tests/test_runner.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,6 +31,7 @@ from torch import Tensor
 from .inject import Mode, Site, VectorEdit, inject, record_residual
 from .prefix import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from .prompts import EncodedPrompts, pad_left, pad_right
+from .sites import check_layer
 
 
 def tail_needed(positions: Sequence[int]) -> int | None:
@@ -37,6 +41,26 @@ def tail_needed(positions: Sequence[int]) -> int | None:
     return max(-p for p in positions)
 
 
+@dataclass
+class _Row:
+    """One row's cached work, for blocks ``first_layer..L-1``.
+
+    Attributes:
+        keys, values: per kept block, ``(n_kv_heads, len(row) - tail, head_dim)``.
+        states: answer ids -> ``(kept blocks, tail + len(answer) - 1, d_model)`` residual stream entering each
+            kept block at the tail (and teacher-forced answer) tokens, without vectors.
+    """
+
+    keys: list[Tensor]
+    values: list[Tensor]
+    states: dict[tuple[int, ...], Tensor]
+
+    @property
+    def nbytes(self) -> int:
+        tensors = [*self.keys, *self.values, *self.states.values()]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
 class PromptRunner:
     """Run subsets of a fixed prompt set with injected vectors.
 
@@ -44,12 +68,14 @@ class PromptRunner:
         lm: a :class:`~ltvlib.models.LoadedModel`.
         prompts: the tokenised prompts.
         tail: number of final prompt tokens recomputed on each run (None = full forwards).
-        cache_rows: cache the per-row prefix of all prompts at construction (when it fits).
-        max_cache_bytes: memory cap for that cache.
-        chunk: rows per forward when building caches.
-        skip_early_layers: on the tail path, remember each row's residual stream entering every block
-            for the tail (and answer) tokens, so that a run whose vectors enter at block ``l`` starts at
-            block ``l`` (the blocks before it are unaffected by the vectors). Default: ``cache_rows``.
+        cache_rows: keep each row's prefix (and, with ``skip_early_layers``, its tail states) after its first
+            run, until ``max_cache_bytes``.
+        max_cache_bytes: memory cap of the per-row cache.
+        skip_early_layers: on the tail path, start a run at the first block a vector enters (the blocks before
+            it are unaffected by the vectors). Default: ``cache_rows``.
+        first_layer: the earliest block vectors are expected to enter; keys/values and states of earlier
+            blocks are not kept (saves memory on long prompts). Runs with vectors entering earlier are still
+            exact: their rows are recomputed in full.
     """
 
     def __init__(
@@ -60,16 +86,16 @@ class PromptRunner:
         tail: int | None = 1,
         cache_rows: bool = True,
         max_cache_bytes: int = 640 * 2**20,
-        chunk: int = 64,
         skip_early_layers: bool | None = None,
+        first_layer: int = 0,
     ) -> None:
         self.lm = lm
         self.prompts = prompts
         self.tail = tail
-        self.chunk = chunk
+        self.cache_rows = cache_rows
+        self.max_cache_bytes = max_cache_bytes
         self.skip_early_layers = cache_rows if skip_early_layers is None else skip_early_layers
-        # (row, answer ids) -> (n_layers, tail + answer tokens - 1, d_model) block-input states, no vectors
-        self.states: dict[tuple[int, tuple[int, ...]], Tensor] = {}
+        self.first_layer = check_layer(first_layer, lm.n_layers)
         self.pad_id = lm.tokenizer.pad_token_id
         self.device = lm.device
         shortest = min(len(r) for r in prompts.rows)
@@ -79,21 +105,8 @@ class PromptRunner:
         if tail is not None and prompts.shared:
             ids = torch.tensor([prompts.shared], device=self.device)
             self.shared = compute_prefix(lm, ids, torch.ones_like(ids))
-        # Per row, the keys/values of its own tokens before the tail, unpadded: (n_kv, len, head_dim) per
-        # layer. Rows are cached in order until max_cache_bytes; the rest are recomputed when used.
-        self.row_cache: dict[int, tuple[list[Tensor], list[Tensor]]] = {}
-        if tail is not None and cache_rows:
-            per_token = 2 * lm.n_layers * lm.geometry.n_kv_heads * lm.geometry.head_dim * lm.dtype.itemsize
-            budget = max_cache_bytes // per_token
-            fits = []
-            for i, row in enumerate(prompts.rows):
-                budget -= len(row) - tail
-                if budget < 0:
-                    break
-                fits.append(i)
-            for start in range(0, len(fits), chunk):
-                batch = fits[start : start + chunk]
-                self.row_cache.update(zip(batch, self._compute_rows(batch)))
+        self.rows: dict[int, _Row] = {}
+        self.cache_bytes = 0
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -101,57 +114,111 @@ class PromptRunner:
     @property
     def cached_rows(self) -> int:
         """How many rows have their prefix cached."""
-        return len(self.row_cache)
+        return len(self.rows)
 
-    def _compute_rows(self, index: Sequence[int]) -> list[tuple[list[Tensor], list[Tensor]]]:
-        """Per-row keys/values of the row tokens before the tail (after the shared prefix), unpadded."""
+    # ---------------------------------------------------------------- building the cache
+
+    def _head(self, i: int) -> list[int]:
         assert self.tail is not None
-        heads = [self.prompts.rows[i][: len(self.prompts.rows[i]) - self.tail] for i in index]
-        width = max(len(h) for h in heads)
-        if width == 0:  # no row tokens before the tail
-            return [([], []) for _ in index]
+        row = self.prompts.rows[i]
+        return list(row[: len(row) - self.tail])
+
+    @torch.no_grad()
+    def _first_pass(
+        self, index: Sequence[int], answers: Sequence[tuple[int, ...]], *, states: bool, keep_from: int
+    ) -> list[_Row]:
+        """One no-gradient forward of whole rows (plus answer tokens) after the shared prefix: the keys/values
+        of each row's tokens before the tail, and (``states``) the block inputs of its tail and answer tokens,
+        for blocks ``keep_from..L-1``."""
+        assert self.tail is not None
+        rows = [list(self.prompts.rows[i]) for i in index]
+        ids, mask = pad_left(rows, self.pad_id, self.device)
+        width = ids.shape[1]
+        n_ans = max([1, *(len(a) for a in answers)])
+        cont, cont_mask = pad_right([list(a[:-1]) for a in answers], self.pad_id, n_ans - 1, self.device)
+        ids, mask = torch.cat([ids, cont], 1), torch.cat([mask, cont_mask], 1)
         shared = self.shared.expand(len(index)) if self.shared is not None else None
-        ids, mask = pad_left(heads, self.pad_id, self.device, width=width)
-        kv = compute_prefix(self.lm, ids, mask, prefix=shared)
+        kept = list(range(keep_from, self.lm.n_layers))
+        if states:
+            with record_residual(self.lm, kept) as rec:
+                _, kv = forward_tokens(self.lm, ids, mask, prefix=shared, logits_to_keep=1, keep_cache=True)
+        else:
+            _, kv = forward_tokens(self.lm, ids, mask, prefix=shared, logits_to_keep=1, keep_cache=True)
+        assert kv is not None
+        offset = shared.length if shared is not None else 0
         out = []
-        for b, h in enumerate(heads):
-            cols = slice(kv.length - len(h), kv.length)
-            # clone: a view would keep the whole padded chunk alive
-            out.append(([k[b, :, cols].clone() for k in kv.keys], [v[b, :, cols].clone() for v in kv.values]))
+        for b, (row, ans) in enumerate(zip(rows, answers)):
+            cols = slice(offset + width - len(row), offset + width - self.tail)
+            # clone: a view would keep the whole padded batch alive
+            keys = [kv.keys[l][b, :, cols].clone() for l in kept]
+            values = [kv.values[l][b, :, cols].clone() for l in kept]
+            found: dict[tuple[int, ...], Tensor] = {}
+            if states:
+                own = self.tail + max(len(ans) - 1, 0)
+                start = width - self.tail
+                found[tuple(ans)] = torch.stack([rec[l][b, start : start + own] for l in kept]).clone()
+            out.append(_Row(keys, values, found))
         return out
 
-    def _prefix(self, index: Sequence[int]) -> KVPrefix | None:
-        """The cached-or-computed prefix (shared part + each row's tokens before the tail) of a batch."""
-        missing = [i for i in index if i not in self.row_cache]
-        fresh = dict(zip(missing, self._compute_rows(missing))) if missing else {}
-        rows = [self.row_cache[i] if i in self.row_cache else fresh[i] for i in index]
-        lengths = [len(self.prompts.rows[i]) - self.tail for i in index]  # type: ignore[operator]
-        width = max(lengths)
-        batch = len(index)
+    @torch.no_grad()
+    def _remember_states(self, index: Sequence[int], answers: Sequence[tuple[int, ...]], prefix: KVPrefix | None,
+                         entries: Sequence[_Row], keep_from: int) -> None:
+        """Block inputs of the tail (+ answer) tokens of rows whose prefix is already cached."""
+        assert self.tail is not None
+        n_ans = max([1, *(len(a) for a in answers)])
+        tails = torch.tensor([self.prompts.rows[i][-self.tail :] for i in index], device=self.device)
+        cont, cont_mask = pad_right([list(a[:-1]) for a in answers], self.pad_id, n_ans - 1, self.device)
+        ids, mask = torch.cat([tails, cont], 1), torch.cat([torch.ones_like(tails), cont_mask], 1)
+        kept = list(range(keep_from, self.lm.n_layers))
+        with record_residual(self.lm, kept) as rec:
+            forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=1)
+        for b, (i, ans, entry) in enumerate(zip(index, answers, entries)):
+            own = self.tail + max(len(ans) - 1, 0)
+            state = torch.stack([rec[l][b, :own] for l in kept]).clone()
+            entry.states[tuple(ans)] = state
+            if self.rows.get(i) is entry:
+                self.cache_bytes += state.numel() * state.element_size()
+
+    def _keep(self, i: int, entry: _Row) -> None:
+        if self.cache_rows and i not in self.rows and self.cache_bytes + entry.nbytes <= self.max_cache_bytes:
+            self.rows[i] = entry
+            self.cache_bytes += entry.nbytes
+
+    def _stack(self, entries: Sequence[_Row], lengths: Sequence[int], keep_from: int) -> KVPrefix | None:
+        """The batch's prefix (shared part + each row's tokens before the tail). Blocks below ``keep_from``
+        are never run: they get zero views of the right shape (no memory), so the cache reports the right
+        length to the attention-mask code."""
+        batch, width = len(entries), max(lengths)
         if width == 0:
             return self.shared.expand(batch) if self.shared is not None else None
+        g, dtype = self.lm.geometry, self.lm.dtype
         mask = torch.zeros((batch, width), dtype=torch.long, device=self.device)
         for b, n in enumerate(lengths):
             mask[b, width - n :] = 1
-
-        def stack(per_row: list[list[Tensor]], layer: int, template: Tensor) -> Tensor:
-            out = template.new_zeros((batch, template.shape[0], width, template.shape[-1]))
-            for b, n in enumerate(lengths):
-                if n:
-                    out[b, :, width - n :] = per_row[b][layer]
-            return out
-
-        filled = next(r for r in rows if r[0])
-        keys = [stack([r[0] for r in rows], l, filled[0][l]) for l in range(len(filled[0]))]
-        values = [stack([r[1] for r in rows], l, filled[1][l]) for l in range(len(filled[1]))]
         nxt = mask.sum(-1)
         if self.shared is not None:
             shared = self.shared.expand(batch)
-            keys = [torch.cat([s, k], dim=2) for s, k in zip(shared.keys, keys)]
-            values = [torch.cat([s, v], dim=2) for s, v in zip(shared.values, values)]
             mask = torch.cat([shared.attention_mask, mask], dim=1)
             nxt = nxt + shared.next_position
+        placeholder = torch.zeros((1, 1, 1, 1), dtype=dtype, device=self.device).expand(
+            batch, g.n_kv_heads, mask.shape[1], g.head_dim
+        )
+        keys, values = [placeholder] * keep_from, [placeholder] * keep_from
+        for j in range(self.lm.n_layers - keep_from):
+            k = torch.zeros((batch, g.n_kv_heads, width, g.head_dim), dtype=dtype, device=self.device)
+            v = torch.zeros_like(k)
+            for b, (entry, n) in enumerate(zip(entries, lengths)):
+                if n:
+                    k[b, :, width - n :] = entry.keys[j]
+                    v[b, :, width - n :] = entry.values[j]
+            if self.shared is not None:
+                k = torch.cat([shared.keys[keep_from + j], k], 2)
+                v = torch.cat([shared.values[keep_from + j], v], 2)
+            keys.append(k)
+            values.append(v)
         return KVPrefix(keys, values, mask, nxt)
+
+    # ---------------------------------------------------------------- running
 
     def run(
         self,
@@ -182,53 +249,53 @@ class PromptRunner:
             cont = torch.zeros((len(index), 0), dtype=torch.long, device=self.device)
             cont_mask = cont
             valid = torch.ones((len(index), 1), dtype=torch.bool, device=self.device)
+        start = min((e.layer % self.lm.n_layers for e in edits), default=0)
         if self.tail is None:
             full = [list(self.prompts.shared) + list(self.prompts.rows[i]) for i in index]
             ids, mask = pad_left(full, self.pad_id, self.device)
-            prompt_mask = mask
-            prefix = None
-            offset = 0
-        else:
-            prefix = self._prefix(index)
-            tails = [self.prompts.rows[i][-self.tail :] for i in index]
-            ids = torch.tensor(tails, dtype=torch.long, device=self.device)
-            mask = torch.ones_like(ids)
-            before = prefix.attention_mask if prefix is not None else mask[:, :0]
-            prompt_mask = torch.cat([before, mask], dim=1)
-            offset = before.shape[1]
-        ids = torch.cat([ids, cont], dim=1)
-        mask = torch.cat([mask, cont_mask], dim=1)
-        start = min((e.layer % self.lm.n_layers for e in edits), default=0)
-        if self.tail is not None and self.skip_early_layers and start > 0:
-            keys = [(i, tuple(answers[b]) if answers is not None else ()) for b, i in enumerate(index)]
-            missing = [b for b, k in enumerate(keys) if k not in self.states]
-            if missing:
-                self._remember_states([keys[b] for b in missing], ids[missing], mask[missing], prefix, missing)
-            # Each row's states cover its own tokens; pad columns (short answers) stay zero and are masked.
-            hidden = torch.zeros((len(keys), ids.shape[1], self.lm.d_model), dtype=self.lm.dtype, device=self.device)
-            for b, k in enumerate(keys):
-                state = self.states[k][start]
-                hidden[b, : state.shape[0]] = state
-            with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=offset):
-                logits = forward_from_layer(self.lm, hidden, start, mask, prefix=prefix, logits_to_keep=n_ans)
-        elif edits:
-            with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=offset):
-                logits, _ = forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)
-        else:
-            logits, _ = forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)
+            ids, mask = torch.cat([ids, cont], 1), torch.cat([mask, cont_mask], 1)
+            return self._forward(ids, mask, mask[:, : ids.shape[1] - cont.shape[1]], None, 0, edits, site, mode,
+                                 n_ans), valid
+        keys = [tuple(answers[b]) if answers is not None else () for b in range(len(index))]
+        skip = self.skip_early_layers and start > 0
+        keep_from = self.first_layer if start >= self.first_layer else 0
+        entries: list[_Row] = []
+        missing = [b for b, i in enumerate(index) if i not in self.rows or keep_from < self.first_layer]
+        fresh = dict(zip(missing, self._first_pass([index[b] for b in missing], [keys[b] for b in missing],
+                                                   states=skip, keep_from=keep_from))) if missing else {}
+        for b, i in enumerate(index):
+            entry = fresh[b] if b in fresh else self.rows[i]
+            if b in fresh and keep_from == self.first_layer:
+                self._keep(i, entry)
+            entries.append(entry)
+        lengths = [len(self.prompts.rows[i]) - self.tail for i in index]
+        prefix = self._stack(entries, lengths, keep_from)
+        tails = torch.tensor([self.prompts.rows[i][-self.tail :] for i in index], device=self.device)
+        ids = torch.cat([tails, cont], 1)
+        mask = torch.cat([torch.ones_like(tails), cont_mask], 1)
+        before = prefix.attention_mask if prefix is not None else mask[:, :0]
+        prompt_mask = torch.cat([before, torch.ones_like(tails)], dim=1)
+        if not skip:
+            return self._forward(ids, mask, prompt_mask, prefix, before.shape[1], edits, site, mode, n_ans), valid
+        lacking = [b for b, e in enumerate(entries) if keys[b] not in e.states]
+        if lacking:
+            sub = prefix.rows(lacking) if prefix is not None else None
+            self._remember_states([index[b] for b in lacking], [keys[b] for b in lacking], sub,
+                                  [entries[b] for b in lacking], keep_from)
+        # Each row's states cover its own tokens; pad columns (short answers) stay zero and are masked.
+        hidden = torch.zeros((len(index), ids.shape[1], self.lm.d_model), dtype=self.lm.dtype, device=self.device)
+        for b, entry in enumerate(entries):
+            state = entry.states[keys[b]][start - keep_from]
+            hidden[b, : state.shape[0]] = state
+        with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=before.shape[1]):
+            logits = forward_from_layer(self.lm, hidden, start, mask, prefix=prefix, logits_to_keep=n_ans)
         return logits, valid
 
-    @torch.no_grad()
-    def _remember_states(
-        self, keys: list[tuple[int, tuple[int, ...]]], ids: Tensor, mask: Tensor, prefix: KVPrefix | None,
-        rows: list[int],
-    ) -> None:
-        """Record the block-input states of the tail (+ answer) tokens of some rows, without vectors."""
-        sub = prefix.rows(rows) if prefix is not None else None
-        layers = list(range(self.lm.n_layers))
-        with record_residual(self.lm, layers) as rec:
-            forward_tokens(self.lm, ids, mask, prefix=sub, logits_to_keep=1)
-        stacked = torch.stack([rec[l] for l in layers], dim=1)  # (rows, n_layers, n, d_model)
-        for b, key in enumerate(keys):
-            own = self.tail + max(len(key[1]) - 1, 0)  # type: ignore[operator]
-            self.states[key] = stacked[b, :, :own].clone()
+    def _forward(
+        self, ids: Tensor, mask: Tensor, prompt_mask: Tensor, prefix: KVPrefix | None, offset: int,
+        edits: Sequence[VectorEdit], site: Site, mode: Mode, n_ans: int,
+    ) -> Tensor:
+        if not edits:
+            return forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)[0]
+        with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=offset):
+            return forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)[0]

@@ -99,3 +99,27 @@ def test_bad_arguments_name_the_value(llama, kwargs, match):
 def test_unknown_task(llama):
     with pytest.raises(ValueError, match="unknown task 'antonyms'"):
         train_ltv(llama, "antonyms", progress=False)
+
+
+def test_k_shot_queries_keep_one_block_that_never_shows_them(llama):
+    """With k-shot training each query always uses the same demonstration block (so its own prefix is cached
+    once), and no block contains its own queries."""
+    from ltvlib.ltv import _training_prompts
+    from ltvlib.tasks import get_task
+
+    task, train = get_task("antonym"), list(_splits().train)
+    data = _training_prompts(llama, task, train, shots=3, n_sets=4, tail=1, seed=0, first_layer=0)
+    assert sorted(i for g in data.groups for i in g) == list(range(len(train)))
+    from ltvlib.prompts import encode_prompts
+
+    queries = encode_prompts(llama.tokenizer, task, train).rows  # each query's own tokens, "Q: x\nA:"
+
+    def contains(seq: list[int], part: list[int]) -> bool:
+        return any(seq[j : j + len(part)] == part for j in range(len(seq) - len(part) + 1))
+
+    for s, group in enumerate(data.groups):
+        assert len(data.runners[s]) == len(group)
+        shared = list(data.runners[s].prompts.shared)
+        shown = [i for i, q in enumerate(queries) if contains(shared, list(q))]
+        assert len(shown) == 3  # the check below can see the demonstrations
+        assert not set(shown) & set(group)

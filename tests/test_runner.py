@@ -36,6 +36,7 @@ def test_cached_prefix_matches_full_forward_logits_and_grads(tiny, shared, posit
     prompts, answers = _setup(tiny, shared)
     full = PromptRunner(tiny, prompts, tail=None)
     fast = PromptRunner(tiny, prompts, tail=tail_needed(positions), cache_rows=cache_rows)
+    fast.run(range(len(prompts)))  # rows are cached on first use
     assert (fast.cached_rows == len(prompts)) == cache_rows
     index = [0, 2, 3, 5]
     results = []
@@ -105,5 +106,29 @@ def test_partial_row_cache_gives_the_same_logits(llama):
     prompts, _ = _setup(llama, shared=False)
     whole = PromptRunner(llama, prompts, tail=1)
     part = PromptRunner(llama, prompts, tail=1, max_cache_bytes=2 * 3 * 2 * 16 * 4 * 12)
+    first = [part.run(range(6))[0], whole.run(range(6))[0]]
     assert 0 < part.cached_rows < len(prompts) == whole.cached_rows
+    torch.testing.assert_close(first[0], first[1])
     torch.testing.assert_close(part.run(range(6))[0], whole.run(range(6))[0])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_first_layer_keeps_later_blocks_and_stays_exact_everywhere(tiny, shared):
+    """A runner keeping only blocks >= 2 gives the full forward's logits and gradients for vectors entering
+    at block 2 (cached path) and at block 0 (rows recomputed in full)."""
+    prompts, answers = _setup(tiny, shared)
+    full = PromptRunner(tiny, prompts, tail=None)
+    late = PromptRunner(tiny, prompts, tail=1, first_layer=2)
+    index = [1, 3, 4]
+    ans = [answers[i] for i in index]
+    for layer in (2, 0, 2):
+        results = []
+        for runner in (full, late):
+            theta = torch.full((tiny.d_model,), 0.2, requires_grad=True)
+            logits, valid = runner.run(index, [VectorEdit(layer, -1, theta)], answers=ans)
+            answer_loss(logits, ans, valid).backward()
+            results.append((logits.detach(), theta.grad))
+        torch.testing.assert_close(results[1][0], results[0][0], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(results[1][1], results[0][1], atol=1e-5, rtol=1e-4)
+    assert late.cached_rows == len(index)
+    assert all(len(late.rows[i].keys) == tiny.n_layers - 2 for i in index)

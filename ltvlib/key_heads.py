@@ -1,0 +1,518 @@
+"""Key heads of a task vector: saliency, ablation at the last position, attention statistics.
+
+Everything here looks at the **last prompt position**, where the paper injects its vectors and reads the
+answer. A :class:`LastTokenRunner` computes the keys and values of every prompt token but the last once
+(no vector injected at the last position can change them, attention being causal) and then runs only the
+last token, so each measurement below costs one single-token forward per query.
+
+- :func:`head_saliency`: ``S(l, h) = |a_{l,h} . dp(gold)/da_{l,h}|``, with ``a_{l,h}`` the output of query head
+  ``h`` of layer ``l`` at the last position (its slice of the ``o_proj`` input, ``(head_dim,)``), the vector
+  injected, ``p(gold)`` the probability of the gold answer's first token; ``|.|`` per query, then averaged
+  over queries (the paper, Yang et al. 2026, section on key heads). :func:`top_heads` keeps the top fraction
+  (10 % in the paper).
+- :func:`ablate_heads`: a context manager that writes zeros (``mode="zero"``) or a mean output
+  (``mode="mean"``) into the chosen heads' ``o_proj``-input slices at one prompt position (default the last);
+  hooks are removed on exit, also after an error, and must have fired.
+- :func:`attention_stats`: per head, the attention the last position pays to the first real token (the
+  "sink"; left padding is skipped) and to itself (the final position).
+
+Chapter-level helpers at the bottom (:func:`profile_saliency`, :func:`key_head_experiment`) cache their
+results with :func:`ltvlib.cache.cached_json`, keyed by the vector, the query sets and the source of this
+module, :mod:`ltvlib.ov` and :mod:`ltvlib.heads`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from .cache import cached_json, source_hash
+from .heads import HeadPatch, check_head, head_outputs, o_proj
+from .inject import HookNotFiredError, VectorEdit, inject, resolve_positions
+from .prefix import KVPrefix, compute_prefix, forward_tokens
+from .prompts import answer_ids, encode_prompts, pad_left
+from .sites import check_layer, decoder_layers, get_module
+from .tasks import Example, Task, get_task
+
+AblationMode = Literal["zero", "mean"]
+Head = tuple[int, int]
+
+# Result keys carry the source of the modules whose code decides these numbers (besides the core modules,
+# which ltvlib.cache.code_version covers).
+OWN_MODULES = ("heads.py", "ov.py", "key_heads.py")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Running the last prompt token over a cached prefix
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LastTokenBatch:
+    """One batch of prompts, ready to run its last token.
+
+    Attributes:
+        index: which examples of the runner (rows of this batch).
+        ids: ``(batch, 1)`` last prompt token of each row.
+        mask: ``(batch, prefix_len + 1)`` attention mask of the *whole* prompt (left-padded prefix, then the
+            last token); pass it with ``offset`` to :func:`ltvlib.inject.inject` and to :func:`ablate_heads`.
+        offset: ``prefix_len``, the prompt columns held in the KV cache.
+        prefix: cached keys/values of every token but the last.
+        gold: ``(batch,)`` first token of each gold answer.
+    """
+
+    index: list[int]
+    ids: Tensor
+    mask: Tensor
+    offset: int
+    prefix: KVPrefix
+    gold: Tensor
+
+
+class LastTokenRunner:
+    """Zero-shot prompts of a task whose prefixes (all tokens but the last) are computed once.
+
+    Only the last token is run afterwards, so hooks inside :meth:`forward` see tensors of sequence length
+    1, and that column is every row's last prompt position.
+
+    Args:
+        lm: a :class:`~ltvlib.models.LoadedModel`.
+        task: task or its name (gives the template and the answer format).
+        examples: queries with gold answers.
+        batch_size: rows per forward.
+
+    Raises:
+        ValueError: no examples, or a prompt of a single token (it has no prefix).
+    """
+
+    def __init__(self, lm: Any, task: Task | str, examples: Sequence[Example], *, batch_size: int = 64) -> None:
+        self.lm = lm
+        self.task = get_task(task) if isinstance(task, str) else task
+        self.examples = list(examples)
+        if not self.examples:
+            raise ValueError(f"no examples for task {self.task.name!r}")
+        prompts = encode_prompts(lm.tokenizer, self.task, self.examples)
+        rows = prompts.full_rows()
+        short = [i for i, r in enumerate(rows) if len(r) < 2]
+        if short:
+            raise ValueError(f"prompts {short[:5]} of task {self.task.name!r} have a single token: no prefix to cache")
+        gold = [ids[0] for ids in answer_ids(lm.tokenizer, self.task, [e.output for e in self.examples])]
+        self.batches: list[LastTokenBatch] = []
+        pad = lm.tokenizer.pad_token_id
+        for start in range(0, len(rows), batch_size):
+            index = list(range(start, min(start + batch_size, len(rows))))
+            ids, mask = pad_left([rows[i][:-1] for i in index], pad, lm.device)
+            prefix = compute_prefix(lm, ids, mask)
+            last = torch.tensor([[rows[i][-1]] for i in index], device=lm.device)
+            whole = torch.cat([mask, torch.ones_like(last)], dim=1)
+            self.batches.append(LastTokenBatch(
+                index=index, ids=last, mask=whole, offset=mask.shape[1], prefix=prefix,
+                gold=torch.tensor([gold[i] for i in index], device=lm.device),
+            ))
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def forward(self, batch: LastTokenBatch, edits: Sequence[VectorEdit] = ()) -> Tensor:
+        """Logits ``(batch, vocab)`` at the last prompt position, with ``edits`` injected (block input, add)."""
+        with inject(self.lm, edits, attention_mask=batch.mask, offset=batch.offset):
+            logits, _ = forward_tokens(self.lm, batch.ids, torch.ones_like(batch.ids), prefix=batch.prefix)
+        return logits[:, -1]
+
+
+_RUNNERS: dict[tuple, LastTokenRunner] = {}
+
+
+def last_token_runner(lm: Any, task: str, examples: Sequence[Example]) -> LastTokenRunner:
+    """A :class:`LastTokenRunner`, kept in memory for the last few (model, task, examples)."""
+    key = (id(lm.model), task, tuple(examples))
+    if key not in _RUNNERS:
+        while len(_RUNNERS) >= 4:
+            _RUNNERS.pop(next(iter(_RUNNERS)))
+        _RUNNERS[key] = LastTokenRunner(lm, task, examples)
+    return _RUNNERS[key]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Head sets
+# --------------------------------------------------------------------------------------------------------
+
+
+def check_heads(lm: Any, heads: Sequence[Head]) -> list[Head]:
+    """Validate a head set: non-empty, each ``(layer, head)`` in range, no duplicates.
+
+    Returns:
+        The heads with layers normalised to ``[0, n_layers)``, in the given order.
+
+    Raises:
+        ValueError: empty set, out-of-range layer or head, or a duplicate; the message names it.
+    """
+    geo = lm.geometry
+    heads = list(heads)
+    if not heads:
+        raise ValueError("the head set is empty: give at least one (layer, head) pair")
+    out = []
+    for pair in heads:
+        if len(pair) != 2:
+            raise ValueError(f"head {pair!r} is not a (layer, head) pair")
+        out.append((check_layer(int(pair[0]), geo.n_layers), check_head(int(pair[1]), geo.n_heads)))
+    if len(set(out)) != len(out):
+        raise ValueError(f"the head set repeats a head: {heads}")
+    return out
+
+
+def top_heads(saliency: Tensor, fraction: float = 0.1, *, min_layer: int = 0) -> list[Head]:
+    """The ``round(fraction * n_layers * n_heads)`` (at least one) most salient heads, best first.
+
+    Args:
+        saliency: ``(n_layers, n_heads)``.
+        fraction: share of *all* heads, in ``(0, 1]``; the paper's key heads are the top 10 %.
+        min_layer: choose only among heads of layers ``>= min_layer`` (e.g. the injection layer: the heads
+            that can read the vector); the count stays a share of all heads, capped at the candidates.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction {fraction!r} must lie in (0, 1]")
+    n_layers, n_heads = saliency.shape
+    if not 0 <= min_layer < n_layers:
+        raise ValueError(f"min_layer {min_layer!r} must lie in [0, {n_layers - 1}]")
+    k = min(max(1, round(fraction * n_layers * n_heads)), (n_layers - min_layer) * n_heads)
+    order = torch.argsort(saliency[min_layer:].flatten(), descending=True, stable=True)[:k].tolist()
+    return [(min_layer + i // n_heads, i % n_heads) for i in order]
+
+
+def random_heads(lm: Any, n: int, seed: int, *, exclude: Sequence[Head] = (), min_layer: int = 0) -> list[Head]:
+    """``n`` heads drawn uniformly without replacement (seeded) from the heads of layers ``>= min_layer`` that
+    are not in ``exclude``."""
+    geo = lm.geometry
+    skip = set(map(tuple, exclude))
+    pool = [(l, h) for l in range(min_layer, geo.n_layers) for h in range(geo.n_heads) if (l, h) not in skip]
+    if not 1 <= n <= len(pool):
+        raise ValueError(f"cannot draw {n} random heads from {len(pool)} candidates")
+    return sorted(random.Random(seed).sample(pool, n))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Ablation
+# --------------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def ablate_heads(
+    lm: Any,
+    heads: Sequence[Head],
+    *,
+    attention_mask: Tensor,
+    mode: AblationMode = "zero",
+    means: Tensor | None = None,
+    position: int = -1,
+    offset: int = 0,
+) -> Iterator[None]:
+    """Zero or mean-ablate heads at one prompt position while the ``with`` body runs forwards.
+
+    The site is the head's slice of the ``o_proj`` input (``ltvlib.heads``), *replaced* by zeros or by
+    ``means[layer, head]``; other heads, other positions and the rest of the forward are untouched.
+
+    Args:
+        lm: the model.
+        heads: ``(layer, head)`` pairs (query-head indices).
+        attention_mask: ``(batch, prompt_len)`` mask of the whole prompt (including a cached prefix).
+        mode: ``"zero"`` or ``"mean"``.
+        means: ``(n_layers, n_heads, head_dim)`` mean head outputs (see :func:`mean_head_outputs`); required
+            for ``mode="mean"``.
+        position: prompt position (``-1`` = last token; see :mod:`ltvlib.inject`).
+        offset: prompt columns held in the KV cache.
+
+    Raises:
+        ValueError: empty or out-of-range head set, unknown mode, missing or misshapen ``means``.
+        HookNotFiredError: (on exit) no forward went through an ablated layer.
+    """
+    heads = check_heads(lm, heads)
+    geo = lm.geometry
+    if mode not in ("zero", "mean"):
+        raise ValueError(f"unknown ablation mode {mode!r}; allowed: 'zero', 'mean'")
+    if mode == "mean":
+        expected = (geo.n_layers, geo.n_heads, geo.head_dim)
+        if means is None or tuple(means.shape) != expected:
+            got = None if means is None else tuple(means.shape)
+            raise ValueError(f"mean ablation needs means of shape {expected}, got {got}")
+    patches = []
+    for layer, head in heads:
+        value = means[layer, head] if mode == "mean" else torch.zeros(geo.head_dim)  # type: ignore[index]
+        patches.append(HeadPatch(layer, head, position, value.to(lm.device)))
+    with head_outputs(lm, patches=patches, attention_mask=attention_mask, offset=offset, mode="replace"):
+        yield
+
+
+@torch.no_grad()
+def mean_head_outputs(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> Tensor:
+    """Mean output of every head at the last position over the runner's queries, ``edits`` injected.
+
+    Returns:
+        ``(n_layers, n_heads, head_dim)``.
+    """
+    geo = lm.geometry
+    total = torch.zeros(geo.n_layers, geo.n_heads, geo.head_dim, dtype=torch.float64, device=lm.device)
+    layers = list(range(geo.n_layers))
+    for batch in runner.batches:
+        with head_outputs(lm, record=layers) as rec:
+            runner.forward(batch, edits)
+        total += torch.stack([rec[l][:, -1].double().sum(0) for l in layers])
+    return (total / len(runner)).to(lm.dtype)
+
+
+@torch.no_grad()
+def head_accuracy(
+    lm: Any,
+    runner: LastTokenRunner,
+    edits: Sequence[VectorEdit] = (),
+    *,
+    heads: Sequence[Head] | None = None,
+    mode: AblationMode = "zero",
+    means: Tensor | None = None,
+) -> dict[str, Any]:
+    """First-token accuracy (argmax over the whole vocabulary) with ``edits`` injected and ``heads`` ablated
+    at the last position (None: nothing ablated).
+
+    Returns:
+        ``{"accuracy", "gold_prob" (mean), "correct" (per query), "n"}``.
+    """
+    correct: list[bool] = []
+    gold_prob = 0.0
+    for batch in runner.batches:
+        if heads is None:
+            logits = runner.forward(batch, edits)
+        else:
+            with ablate_heads(lm, heads, attention_mask=batch.mask, offset=batch.offset, mode=mode, means=means):
+                logits = runner.forward(batch, edits)
+        logits = logits.float()
+        correct += (logits.argmax(-1) == batch.gold).tolist()
+        gold_prob += float(logits.softmax(-1).gather(1, batch.gold[:, None]).sum())
+    return {"accuracy": sum(correct) / len(correct), "gold_prob": gold_prob / len(correct), "correct": correct,
+            "n": len(correct)}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Saliency
+# --------------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _probe_last_column(lm: Any, probes: dict[int, Tensor]) -> Iterator[dict[int, Tensor]]:
+    """Add ``probes[layer]`` (``(batch, n_heads * head_dim)``, zeros that require grad) to the ``o_proj`` input
+    at the last column of the forward, and capture that input (detached); hooks removed and checked."""
+    captured: dict[int, Tensor] = {}
+    handles = []
+
+    def make(layer: int) -> Any:
+        def pre_hook(module: Any, args: tuple, kwargs: dict) -> Any:
+            x = args[0] if args else kwargs["hidden_states"]
+            captured[layer] = x[:, -1].detach()
+            x = torch.cat([x[:, :-1], (x[:, -1] + probes[layer].to(x.dtype))[:, None]], dim=1)
+            if args:
+                return (x, *args[1:]), kwargs
+            kwargs["hidden_states"] = x
+            return args, kwargs
+
+        return pre_hook
+
+    try:
+        for layer in probes:
+            handles.append(o_proj(lm, layer).register_forward_pre_hook(make(layer), with_kwargs=True))
+        yield captured
+    finally:
+        for handle in handles:
+            handle.remove()
+    silent = [layer for layer in probes if layer not in captured]
+    if silent:
+        raise HookNotFiredError(f"saliency hooks (o_proj input) at layers {silent} never fired")
+
+
+def head_saliency(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> Tensor:
+    """Gradient-times-activation saliency of every head at the last position, ``edits`` injected.
+
+    ``S(l, h) = mean over queries of |a_{l,h} . dp(gold)/da_{l,h}|`` where ``a_{l,h}`` is head ``h``'s slice of
+    layer ``l``'s ``o_proj`` input at the last prompt position and ``p(gold)`` the softmax probability of the
+    gold answer's first token there. One forward and backward per batch gives every head at once.
+
+    Returns:
+        ``(n_layers, n_heads)`` float tensor.
+    """
+    geo = lm.geometry
+    width = geo.n_heads * geo.head_dim
+    total = torch.zeros(geo.n_layers, geo.n_heads, dtype=torch.float64)
+    for batch in runner.batches:
+        b = len(batch.index)
+        probes = {l: torch.zeros(b, width, device=lm.device, dtype=lm.dtype, requires_grad=True)
+                  for l in range(geo.n_layers)}
+        edits_here = [VectorEdit(e.layer, e.position, e.vector.detach()) for e in edits]
+        with torch.enable_grad(), _probe_last_column(lm, probes) as acts:
+            logits = runner.forward(batch, edits_here)
+            p = logits.float().softmax(-1).gather(1, batch.gold[:, None])
+            p.sum().backward()
+        for l in range(geo.n_layers):
+            grad = probes[l].grad
+            assert grad is not None
+            s = (acts[l].float() * grad.float()).view(b, geo.n_heads, geo.head_dim).sum(-1).abs()
+            total[l] += s.sum(0).double().cpu()
+    return (total / len(runner)).float()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Attention statistics
+# --------------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def eager_attention(lm: Any) -> Iterator[None]:
+    """Switch the model to eager attention (which returns attention probabilities) for the ``with`` body."""
+    before = lm.model.config._attn_implementation
+    lm.model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        lm.model.set_attn_implementation(before)
+
+
+@dataclass(frozen=True)
+class AttentionStats:
+    """Attention of the last prompt position, per head, averaged over queries.
+
+    Attributes:
+        first: ``(n_layers, n_heads)`` mass on each prompt's first real token (padding skipped).
+        final: ``(n_layers, n_heads)`` mass on the last position itself.
+        n: number of queries.
+    """
+
+    first: Tensor
+    final: Tensor
+    n: int
+
+
+@torch.no_grad()
+def attention_stats(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> AttentionStats:
+    """Where the last position's attention goes, per head, with ``edits`` injected.
+
+    Runs with eager attention (the probabilities are the second output of each attention module). The first
+    real token is found from the prompt's attention mask, so left padding never counts as the first token;
+    padded columns get zero probability from the mask. For prompts of one token, first and final coincide.
+    """
+    geo = lm.geometry
+    blocks = decoder_layers(lm.model)
+    first = torch.zeros(geo.n_layers, geo.n_heads, dtype=torch.float64)
+    final = torch.zeros_like(first)
+    for batch in runner.batches:
+        probs: dict[int, Tensor] = {}
+        handles = []
+        try:
+            for l in range(geo.n_layers):
+                def hook(module: Any, args: Any, output: Any, l: int = l, probs: dict = probs) -> None:
+                    if not isinstance(output, tuple) or output[1] is None:
+                        raise RuntimeError(f"attention of layer {l} returned no probabilities (not eager?)")
+                    probs[l] = output[1][:, :, -1].detach()  # (batch, n_heads, key_len)
+
+                handles.append(get_module(blocks[l], lm.table.attention).register_forward_hook(hook))
+            with eager_attention(lm):
+                runner.forward(batch, edits)
+        finally:
+            for handle in handles:
+                handle.remove()
+        if len(probs) != geo.n_layers:
+            raise HookNotFiredError("attention hooks did not fire at every layer")
+        first_col = resolve_positions(batch.mask, [0])[:, 0]
+        rows = torch.arange(len(batch.index), device=first_col.device)
+        for l in range(geo.n_layers):
+            w = probs[l].double()
+            first[l] += w[rows, :, first_col].sum(0).cpu()
+            final[l] += w[:, :, -1].sum(0).cpu()
+    n = len(runner)
+    return AttentionStats(first=(first / n).float(), final=(final / n).float(), n=n)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Chapter-level helpers (cached)
+# --------------------------------------------------------------------------------------------------------
+
+
+def vector_key(ltv: Any) -> dict[str, Any]:
+    """What identifies a trained vector in a result key: its metadata and a checksum of its values."""
+    return {"ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+            "vector_abs": float(ltv.vectors.double().abs().sum())}
+
+
+def profile_saliency(lm: Any, ltv: Any, queries: Sequence[Example]) -> dict[str, Any]:
+    """Cached :func:`head_saliency` of a trained LTV on ``queries``: ``{"saliency": (L x H) lists, "n"}``."""
+    key = {"what": "saliency", "model": lm.name, "queries": [e.input for e in queries], **vector_key(ltv),
+           "source": source_hash(*OWN_MODULES)}
+
+    def compute() -> dict[str, Any]:
+        runner = last_token_runner(lm, ltv.task, queries)
+        return {"saliency": head_saliency(lm, runner, ltv.edits()).tolist(), "n": len(runner)}
+
+    return cached_json("key-heads/saliency", key, compute)
+
+
+def key_head_experiment(
+    lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[Example], *, fraction: float = 0.1,
+    n_random: int = 5, seed: int = 0,
+) -> dict[str, Any]:
+    """Key heads of a trained LTV and what ablating them does (cached).
+
+    Saliency, mean head outputs (for mean ablation) and attention statistics come from ``queries`` (held-out
+    analysis queries, e.g. the validation split) with the LTV injected; accuracies from ``test``. Two
+    selections are ablated: the top ``fraction`` of all heads (``key``), and as many heads chosen only among
+    layers at or after the injection layer (``key_after``, the heads that can read the vector). Each has its
+    random control: head sets of the same size drawn from the other heads (of all layers, or of layers at or
+    after the injection layer), seeds ``seed .. seed + n_random - 1``.
+
+    Returns:
+        ``saliency`` (L x H), ``key_heads`` / ``key_after_heads`` (best first), ``accuracy`` (LTV alone),
+        ``key`` / ``key_after`` ({zero, mean}), ``random`` / ``random_after`` ({zero: [...], mean: [...]}; ``random_after`` is None when
+        the layers after the injection layer hold too few other heads),
+        ``random_heads`` (the first control's draws), ``attention`` ({first, final}, L x H each), ``layer``,
+        ``n_queries``, ``n_test``.
+    """
+    if n_random < 1:
+        raise ValueError(f"n_random must be at least 1, got {n_random}")
+    key = {"what": "key-heads", "model": lm.name, "queries": [e.input for e in queries],
+           "test": [e.input for e in test], "fraction": fraction, "n_random": n_random, "seed": seed,
+           **vector_key(ltv), "source": source_hash(*OWN_MODULES)}
+
+    def compute() -> dict[str, Any]:
+        layer = min(ltv.layers)
+        saliency = torch.tensor(profile_saliency(lm, ltv, queries)["saliency"])
+        analysis = last_token_runner(lm, ltv.task, queries)
+        edits = ltv.edits()
+        means = mean_head_outputs(lm, analysis, edits)
+        stats = attention_stats(lm, analysis, edits)
+        runner = last_token_runner(lm, ltv.task, test)
+        out: dict[str, Any] = {
+            "saliency": saliency.tolist(), "accuracy": head_accuracy(lm, runner, edits)["accuracy"],
+            "attention": {"first": stats.first.tolist(), "final": stats.final.tolist()}, "layer": layer,
+            "n_queries": len(queries), "n_test": len(test),
+        }
+        for name, min_layer in (("key", 0), ("key_after", layer)):
+            keys = top_heads(saliency, fraction, min_layer=min_layer)
+            control = "random" if name == "key" else "random_after"
+            out[f"{name}_heads"] = [list(h) for h in keys]
+            out[name] = {mode: head_accuracy(lm, runner, edits, heads=keys, mode=mode, means=means)["accuracy"]
+                         for mode in ("zero", "mean")}
+            if (lm.n_layers - min_layer) * lm.geometry.n_heads - len(keys) < len(keys):
+                out[control] = None  # too few other heads after the injection layer for a control
+                continue
+            out[control] = {"zero": [], "mean": []}
+            draws = [random_heads(lm, len(keys), seed + d, exclude=keys, min_layer=min_layer) for d in range(n_random)]
+            if name == "key":
+                out["random_heads"] = [[list(h) for h in heads] for heads in draws]
+            for heads in draws:
+                for mode in ("zero", "mean"):
+                    out[control][mode].append(
+                        head_accuracy(lm, runner, edits, heads=heads, mode=mode, means=means)["accuracy"])
+        return out
+
+    return cached_json("key-heads/ablation", key, compute)

@@ -1,0 +1,335 @@
+"""OV circuits of attention heads, and the OV and MLP reconstructions of a task vector.
+
+**OV circuit of a head.** Query head ``h`` of layer ``l`` reads the values of its KV group
+``g = h // (n_heads / n_kv_heads)`` (grouped-query attention) and writes through its column slice of
+``o_proj``::
+
+    OV_{l,h} = W_O[:, h*hd:(h+1)*hd] @ W_V[g*hd:(g+1)*hd, :] @ diag(gamma_l)      (d_model, d_model)
+
+with ``hd`` the config's ``head_dim`` (256 for Gemma 3, not ``d_model / n_heads``) and ``gamma_l`` the gain of
+the block's pre-attention RMSNorm (``weight``, or ``1 + weight`` for Gemma). Biases (none in Llama or Gemma 3)
+are left out: they do not depend on the input.
+
+**How the norm's scaling is treated.** RMSNorm maps ``x`` to ``gamma * x / rms(x)``. The gain is a fixed
+diagonal matrix and is folded into ``W_V`` above. The division by ``rms(x)`` depends on the whole residual
+stream the vector is added to, not on the vector, so it cannot be read from the weights; to first order a
+vector ``theta`` added to a stream ``x`` enters the values as ``gamma * theta / rms(x)``. The matrices of
+:func:`ov_matrix` stop before that factor (weights only). :func:`ov_reconstruction` takes it from
+measurements (:func:`measure_norm_scales`): the mean over queries of ``1 / rms`` of the stream entering each
+block's attention norm at the last position, with the vector injected, so that each term has the size it
+has in the real forward pass; with ``scales=None`` it uses the bare weights, as the paper's formula reads.
+Gemma 3 also normalises the attention output (``post_attention_layernorm``) before adding it to the stream;
+its gain is folded in and, with scales, the measured ``1 / rms`` of the attention output too.
+
+**Reconstructions of a vector theta injected at layer l** (all ``(d_model,)``, each meant to be injected
+*in place of* theta: same site, the residual stream entering block ``l``; same position, the last prompt
+token; added):
+
+- :func:`ov_reconstruction`: ``theta_OV = sum over layers l' >= l and heads h of w_{l',h} OV_{l',h} theta``
+  (block ``l`` itself counts: its attention reads theta). ``w = 1`` is the paper's sum; ``w_{l',h}`` = the
+  attention of the last position to itself (:func:`ltvlib.key_heads.attention_stats`, ``final``) is the
+  attention-weighted variant: the share of theta's value that head actually copies at the last position.
+- :func:`mlp_response`, the control: the MLPs' first-order response ``sum over l' >= l of J_{l'} theta``,
+  where ``J_{l'}`` is the Jacobian of block ``l'``'s MLP branch (its norm, the MLP and, for Gemma, the post-MLP
+  norm) at the stream entering that branch at the last position, averaged over queries. Both are direct-path,
+  first-order contributions of theta (through attention values, or through MLPs), so they can be compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .cache import cached_json, source_hash
+from .heads import check_head, o_proj
+from .inject import HookNotFiredError, VectorEdit
+from .key_heads import OWN_MODULES, LastTokenRunner, attention_stats, head_accuracy, last_token_runner, vector_key
+from .sites import check_layer, decoder_layers, get_module, norm_gain
+from .tasks import Example
+
+
+@dataclass(frozen=True)
+class SublayerNorms:
+    """Module names (relative to a decoder block) of the norms around the sublayers, per architecture family.
+
+    ``ltvlib.sites.ArchTable`` names only the pre-attention norm; the others differ between families
+    (Llama's ``post_attention_layernorm`` is the *pre-MLP* norm, Gemma's normalises the attention output).
+    """
+
+    mlp: str = "mlp"
+    mlp_in: str = "post_attention_layernorm"
+    attn_out: str | None = None
+    mlp_out: str | None = None
+
+
+SUBLAYER_NORMS: dict[str, SublayerNorms] = {
+    "llama": SublayerNorms(),
+    "mistral": SublayerNorms(),
+    "qwen2": SublayerNorms(),
+    "gemma3": SublayerNorms(mlp_in="pre_feedforward_layernorm", attn_out="post_attention_layernorm",
+                            mlp_out="post_feedforward_layernorm"),
+}
+
+
+def sublayer_norms(lm: Any) -> SublayerNorms:
+    """The norm layout of ``lm``'s family; raises ``ValueError`` listing the supported families."""
+    family = lm.table.family
+    if family not in SUBLAYER_NORMS:
+        raise ValueError(f"no sublayer-norm table for family {family!r}; supported: {', '.join(SUBLAYER_NORMS)}")
+    return SUBLAYER_NORMS[family]
+
+
+def _block(lm: Any, layer: int) -> torch.nn.Module:
+    blocks = decoder_layers(lm.model)
+    return blocks[check_layer(layer, len(blocks))]
+
+
+def _gain(lm: Any, layer: int, name: str) -> Tensor:
+    return norm_gain(get_module(_block(lm, layer), name), lm.table)
+
+
+def _value_weight(lm: Any, layer: int) -> Tensor:
+    """``W_V`` of ``layer`` with the pre-attention gain folded in: ``(n_kv_heads * head_dim, d_model)``."""
+    block = _block(lm, layer)
+    w_v = get_module(block, lm.table.v_proj).weight.detach()
+    return w_v * _gain(lm, layer, lm.table.input_norm).to(w_v.dtype)[None, :]
+
+
+def ov_matrix(lm: Any, layer: int, head: int) -> Tensor:
+    """``OV_{l,h} = W_O,h W_V,g diag(gamma)``, ``(d_model, d_model)``, weights only (see the module docstring).
+
+    Maps a vector added to the stream entering block ``layer`` (before its attention norm, without the
+    ``1 / rms`` factor) to what head ``head`` writes into the attention output if it attends only to that
+    position. Query head ``head`` reads KV group ``head // (n_heads / n_kv_heads)``.
+    """
+    geo = lm.geometry
+    h = check_head(head, geo.n_heads)
+    g = h // geo.group_size
+    hd = geo.head_dim
+    w_v = _value_weight(lm, layer)[g * hd : (g + 1) * hd]  # (hd, d)
+    w_o = o_proj(lm, layer).weight.detach()[:, h * hd : (h + 1) * hd]  # (d, hd)
+    return w_o @ w_v
+
+
+def ov_outputs(lm: Any, layer: int, vector: Tensor) -> Tensor:
+    """``OV_{l,h} vector`` for every query head ``h`` of ``layer``, without forming the matrices.
+
+    Args:
+        vector: ``(d_model,)`` or ``(batch, d_model)``.
+
+    Returns:
+        ``(n_heads, d_model)`` or ``(batch, n_heads, d_model)``.
+    """
+    geo = lm.geometry
+    if vector.shape[-1] != geo.d_model or vector.dim() not in (1, 2):
+        raise ValueError(f"vector of shape {tuple(vector.shape)}: expected ({geo.d_model},) or (batch, {geo.d_model})")
+    w_v = _value_weight(lm, layer)
+    w_o = o_proj(lm, layer).weight.detach()
+    v = vector.to(w_v.dtype) @ w_v.T  # (..., n_kv * hd)
+    v = v.view(*v.shape[:-1], geo.n_kv_heads, geo.head_dim).repeat_interleave(geo.group_size, dim=-2)
+    w_o_heads = w_o.view(geo.d_model, geo.n_heads, geo.head_dim)  # column slice of each query head
+    return torch.einsum("...hk,dhk->...hd", v, w_o_heads)
+
+
+@dataclass(frozen=True)
+class NormScales:
+    """Measured ``1 / rms`` factors at the last position, mean over queries.
+
+    Attributes:
+        attn_in: ``(n_layers,)`` for the stream entering each block's pre-attention norm.
+        attn_out: ``(n_layers,)`` for the attention output entering Gemma's post-attention norm; None for
+            families without one.
+        n: number of queries.
+    """
+
+    attn_in: Tensor
+    attn_out: Tensor | None
+    n: int
+
+
+def _inverse_rms(x: Tensor, module: torch.nn.Module) -> Tensor:
+    eps = getattr(module, "variance_epsilon", None) or getattr(module, "eps", 1e-6)
+    return torch.rsqrt(x.double().pow(2).mean(-1) + eps)
+
+
+@torch.no_grad()
+def measure_norm_scales(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> NormScales:
+    """Mean ``1 / rms`` of the inputs of every block's attention norm (and Gemma's post-attention norm) at the
+    last prompt position, with ``edits`` injected; hooks are removed and checked."""
+    n_layers = lm.n_layers
+    names = sublayer_norms(lm)
+    sums: dict[tuple[str, int], float] = {}
+    handles = []
+
+    def make(kind: str, layer: int, module: torch.nn.Module) -> Any:
+        def pre_hook(mod: Any, args: tuple, kwargs: dict) -> None:
+            x = args[0] if args else kwargs["hidden_states"]
+            sums[kind, layer] = sums.get((kind, layer), 0.0) + float(_inverse_rms(x[:, -1], module).sum())
+
+        return pre_hook
+
+    kinds = [("attn_in", lm.table.input_norm)] + ([("attn_out", names.attn_out)] if names.attn_out else [])
+    try:
+        for layer in range(n_layers):
+            for kind, name in kinds:
+                module = get_module(_block(lm, layer), name)
+                handles.append(module.register_forward_pre_hook(make(kind, layer, module), with_kwargs=True))
+        for batch in runner.batches:
+            runner.forward(batch, edits)
+    finally:
+        for handle in handles:
+            handle.remove()
+    missing = [(k, l) for k, _ in kinds for l in range(n_layers) if (k, l) not in sums]
+    if missing:
+        raise HookNotFiredError(f"norm-scale hooks never fired at {missing[:5]}")
+    n = len(runner)
+
+    def collect(kind: str) -> Tensor:
+        return torch.tensor([sums[kind, l] / n for l in range(n_layers)], dtype=torch.float32)
+
+    return NormScales(attn_in=collect("attn_in"), attn_out=collect("attn_out") if names.attn_out else None, n=n)
+
+
+def ov_reconstruction(
+    lm: Any, vector: Tensor, layer: int, *, scales: NormScales | None = None, head_weights: Tensor | None = None,
+) -> Tensor:
+    """``theta_OV``: the sum over blocks ``layer..L-1`` and their heads of ``w_{l',h} OV_{l',h} theta``.
+
+    Args:
+        vector: ``(d_model,)``, the vector injected at the input of block ``layer`` (last position, added).
+        layer: its injection layer.
+        scales: measured ``1 / rms`` factors (see the module docstring); None uses the bare weights.
+        head_weights: ``(n_layers, n_heads)`` weight of each head (e.g. its attention from the last position
+            to itself); None weights every head by 1, the paper's sum.
+
+    Returns:
+        ``(d_model,)``, to be injected in place of ``vector``: block input of ``layer``, last position, added.
+    """
+    geo = lm.geometry
+    start = check_layer(layer, geo.n_layers)
+    if vector.shape != (geo.d_model,):
+        raise ValueError(f"vector of shape {tuple(vector.shape)}: expected ({geo.d_model},)")
+    if head_weights is not None and tuple(head_weights.shape) != (geo.n_layers, geo.n_heads):
+        raise ValueError(f"head_weights of shape {tuple(head_weights.shape)}: expected ({geo.n_layers}, {geo.n_heads})")
+    names = sublayer_norms(lm)
+    total = torch.zeros(geo.d_model, dtype=torch.float64, device=vector.device)
+    for l in range(start, geo.n_layers):
+        per_head = ov_outputs(lm, l, vector).double()  # (n_heads, d)
+        w = head_weights[l].to(per_head) if head_weights is not None else torch.ones(geo.n_heads).to(per_head)
+        out = (w[:, None] * per_head).sum(0)
+        if scales is not None:
+            out = out * float(scales.attn_in[l])
+        if names.attn_out is not None:
+            out = out * _gain(lm, l, names.attn_out).double()
+            if scales is not None:
+                assert scales.attn_out is not None
+                out = out * float(scales.attn_out[l])
+        total += out
+    return total.to(vector.dtype)
+
+
+def mlp_response(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int,
+                 edits: Sequence[VectorEdit] = ()) -> Tensor:
+    """The MLP control: ``sum over l' >= layer of mean_q J_{l'}(x_q) vector`` (see the module docstring).
+
+    ``x_q`` is the stream entering block ``l'``'s MLP branch (its pre-MLP norm) at the last position of query
+    ``q``, recorded with ``edits`` injected; ``J_{l'}`` the Jacobian of that branch (norm, MLP and, for Gemma,
+    the post-MLP norm), applied by forward-mode autodiff.
+
+    Returns:
+        ``(d_model,)``, to be injected in place of ``vector`` (block input of ``layer``, last position, added).
+    """
+    geo = lm.geometry
+    start = check_layer(layer, geo.n_layers)
+    names = sublayer_norms(lm)
+    states: dict[int, list[Tensor]] = {l: [] for l in range(start, geo.n_layers)}
+    handles = []
+    try:
+        for l, store in states.items():
+            def pre_hook(mod: Any, args: tuple, kwargs: dict, store: list = store) -> None:
+                x = args[0] if args else kwargs["hidden_states"]
+                store.append(x[:, -1].detach())
+
+            norm = get_module(_block(lm, l), names.mlp_in)
+            handles.append(norm.register_forward_pre_hook(pre_hook, with_kwargs=True))
+        with torch.no_grad():
+            for batch in runner.batches:
+                runner.forward(batch, edits)
+    finally:
+        for handle in handles:
+            handle.remove()
+    if any(not s for s in states.values()):
+        raise HookNotFiredError(f"MLP-input hooks never fired at layers {[l for l, s in states.items() if not s]}")
+    total = torch.zeros(geo.d_model, dtype=torch.float64, device=vector.device)
+    for l, chunks in states.items():
+        block = _block(lm, l)
+        norm_in = get_module(block, names.mlp_in)
+        mlp = get_module(block, names.mlp)
+        norm_out = get_module(block, names.mlp_out) if names.mlp_out else None
+
+        def branch(x: Tensor, norm_in: Any = norm_in, mlp: Any = mlp, norm_out: Any = norm_out) -> Tensor:
+            y = mlp(norm_in(x))
+            return norm_out(y) if norm_out is not None else y
+
+        x = torch.cat(chunks)
+        _, jv = torch.func.jvp(branch, (x,), (vector.to(x.dtype).expand_as(x).contiguous(),))
+        total += jv.double().mean(0)
+    return total.to(vector.dtype)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Chapter-level helper (cached)
+# --------------------------------------------------------------------------------------------------------
+
+
+def ov_experiment(lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[Example]) -> dict[str, Any]:
+    """Accuracy of a trained single-vector LTV and of its replacements on ``test`` (cached).
+
+    Measurements that need forward passes (norm scales, attention to the last position, MLP states) use
+    ``queries`` (held-out analysis queries) with the LTV injected. Every replacement is injected where the
+    LTV was: block input of its layer, last position, added.
+
+    Returns:
+        ``accuracy`` per variant (``zero_shot``, ``ltv``, ``ov``, ``ov_weighted``, ``ov_raw``, ``mlp``, and
+        ``ov_normed``: ``ov`` rescaled to the LTV's norm),
+        ``norm`` (L2 norm of each vector), ``cos`` (cosine with the LTV), ``layer``, ``n_test``.
+    """
+    if len(ltv.layers) != 1 or len(ltv.positions) != 1 or ltv.positions[0] != -1:
+        raise ValueError(f"ov_experiment needs a single-vector LTV at position -1, got layers {ltv.layers}, "
+                         f"positions {ltv.positions}")
+    layer = ltv.layers[0]
+    key = {"what": "ov", "model": lm.name, "queries": [e.input for e in queries], "test": [e.input for e in test],
+           **vector_key(ltv), "source": source_hash(*OWN_MODULES)}
+
+    def compute() -> dict[str, Any]:
+        theta = ltv.vectors[0].to(lm.device, lm.dtype)
+        edits = ltv.edits()
+        analysis = last_token_runner(lm, ltv.task, queries)
+        scales = measure_norm_scales(lm, analysis, edits)
+        stats = attention_stats(lm, analysis, edits)
+        vectors = {
+            "ltv": theta,
+            "ov": ov_reconstruction(lm, theta, layer, scales=scales),
+            "ov_weighted": ov_reconstruction(lm, theta, layer, scales=scales, head_weights=stats.final),
+            "ov_raw": ov_reconstruction(lm, theta, layer),
+            "mlp": mlp_response(lm, analysis, theta, layer, edits),
+        }
+        # the plain sum's direction at theta's size: separates a wrong direction from a wrong scale
+        vectors["ov_normed"] = vectors["ov"] * (theta.norm() / vectors["ov"].norm())
+        runner = last_token_runner(lm, ltv.task, test)
+        acc = {"zero_shot": head_accuracy(lm, runner)["accuracy"]}
+        for name, v in vectors.items():
+            acc[name] = head_accuracy(lm, runner, [VectorEdit(layer, -1, v)])["accuracy"]
+        cos = torch.nn.functional.cosine_similarity
+        return {
+            "accuracy": acc, "layer": layer, "n_test": len(test),
+            "norm": {k: float(v.double().norm()) for k, v in vectors.items()},
+            "cos": {k: float(cos(v.double(), theta.double(), dim=0)) for k, v in vectors.items()},
+        }
+
+    return cached_json("ov/accuracy", key, compute)
+

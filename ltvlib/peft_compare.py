@@ -1,0 +1,780 @@
+"""The LTV against ``peft`` adapters (LoRA, prefix tuning, prompt tuning) on the same data, loss and batches.
+
+Every method is trained the way :func:`ltvlib.ltv.train_ltv` trains an LTV, so that only the adapter
+differs:
+
+- **prompts**: zero-shot prompts of the task (``ltvlib.prompts.encode_prompts``), left-padded; the gold
+  answer's tokens follow the prompt (teacher forcing), right-padded: ``[pad][prompt][answer]``.
+- **loss**: :func:`ltvlib.ltv.answer_loss`, the mean negative log-likelihood over the answer's tokens,
+  averaged over the batch.
+- **batches**: :func:`batch_schedule` draws exactly the query indices ``train_ltv`` draws with the same seed
+  (tested), epoch by epoch.
+- **optimiser**: AdamW with the schedule's weight decay, the learning rate decayed linearly to 0 over the
+  maximum number of steps; early stopping on validation accuracy with the schedule's patience; the
+  parameters of the best epoch are kept.
+- **metric**: first-token accuracy over the full vocabulary at the last prompt position (as
+  :func:`ltvlib.evaluate.evaluate`).
+
+Where each method acts (``L`` layers, ``d`` model width, ``H``/``H_kv`` query/key-value heads of size
+``h``):
+
+- ``ltv``: one vector ``(d,)`` added to the residual stream entering block ``l`` (default ``L // 2``) at the
+  last prompt position (``ltvlib.inject``): ``d`` parameters.
+- ``prompt_tuning`` (``peft.PromptTuningConfig``, ``SAMPLE_VOCAB`` init: embeddings of random vocabulary
+  tokens): ``n`` virtual token embeddings ``(n, d)`` put before the prompt: ``n * d`` parameters.
+- ``prefix_tuning`` (``peft.PrefixTuningConfig``, no reparametrisation): ``n`` virtual keys and values in
+  every layer, ``(n, 2 * L * H_kv * h)``: ``n * 2 * L * H_kv * h`` parameters (11,520 for ``n = 1`` on
+  SmolLM2-135M: 30 layers x 2 x 192), initialised to the model's own keys and values of random tokens.
+- ``lora`` (``peft.LoraConfig``): ``W x + (alpha / r) B A x`` on the chosen projections of the chosen layers,
+  ``A (r, d_in)``, ``B (d_out, r)``: ``r * (d_in + d_out)`` parameters per projection; rank 1 on ``o_proj``
+  (``d_in = H * h``, ``d_out = d``) of one layer is ``2d`` when ``H * h = d``.
+
+Positions: every token gets the position it would have without padding (``positions_from_mask``); for
+prompt tuning the virtual tokens come first (positions ``0..n-1``) and the prompt continues after them,
+for prefix tuning ``peft`` shifts the prompt's positions by ``n`` itself. ``peft``'s own forward ignores
+``position_ids`` for prompt tuning, so that method runs ``peft``'s prompt encoder (``get_prompt``) and the
+base model directly with the positions above; the other two run through ``PeftModel.forward``. (peft 0.21
+hands the prefix to transformers 5 as ``past_key_values``, which transformers renames to ``cache`` with a
+deprecation warning; a test checks that the prefix reaches the attention.)
+
+Costs measured per method: median seconds per training step over the same batches, steps and training
+seconds (validation excluded) to the best validation accuracy, inference latency per test example, and
+peak memory in training and inference: on CUDA ``torch.cuda.max_memory_allocated`` in this process; on CPU
+the peak resident set size (``VmHWM``) of a fresh subprocess that loads the model, runs one inference batch
+and then two training steps, with the peak reset (``/proc/self/clear_refs``) between the two phases, so
+that no method inherits another's freed heap.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .cache import cache_path, cached_json, source_hash
+from .evaluate import EvalSet, evaluate
+from .inject import VectorEdit
+from .ltv import FAST_RECIPE, LearnedTaskVector, TrainConfig, answer_loss, train_ltv, with_config
+from .prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, pad_right, positions_from_mask
+from .runner import PromptRunner
+from .sites import check_layer
+from .tasks import Task, TaskSplits, get_task, load_splits
+
+OWN_MODULES = ("peft_compare.py",)
+KINDS = ("ltv", "prompt_tuning", "prefix_tuning", "lora")
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+@dataclass(frozen=True)
+class Method:
+    """One adapter configuration.
+
+    Attributes:
+        name: a short unique label (``"lora-r1-o"``).
+        kind: ``"ltv"``, ``"prompt_tuning"``, ``"prefix_tuning"`` or ``"lora"``.
+        lr: peak AdamW learning rate.
+        virtual_tokens: prompt/prefix tuning: number of virtual tokens.
+        rank: LoRA rank ``r``; alpha: LoRA ``alpha`` (scale ``alpha / r``), default ``2 r``.
+        targets: LoRA: projections adapted (names in :data:`PROJECTIONS`).
+        layers: LoRA: adapted layers (None = every layer); LTV: its layer (None = the middle layer).
+        budget: ``"equal"`` (the paper's parameter budget) or ``"usual"`` (the adapter's customary setting).
+    """
+
+    name: str
+    kind: str
+    lr: float
+    virtual_tokens: int = 1
+    rank: int = 1
+    alpha: float | None = None
+    targets: tuple[str, ...] = ("o_proj",)
+    layers: tuple[int, ...] | None = None
+    budget: str = "equal"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown method kind {self.kind!r}; allowed: {', '.join(KINDS)}")
+        bad = [t for t in self.targets if t not in PROJECTIONS]
+        if bad:
+            raise ValueError(f"unknown LoRA target(s) {bad}; allowed: {', '.join(PROJECTIONS)}")
+        if self.virtual_tokens < 1 or self.rank < 1:
+            raise ValueError(f"virtual_tokens and rank must be >= 1, got {self.virtual_tokens} and {self.rank}")
+        if self.budget not in ("equal", "usual"):
+            raise ValueError(f"budget must be 'equal' or 'usual', got {self.budget!r}")
+
+
+# Learning rates (none tuned in this comparison): the LTV's is the fast recipe's (chosen on Antonym for
+# batch-32 training). The adapters' are the high end of their customary ranges, because the schedules here
+# are short (tens to a hundred steps): peft's prompt/prefix-tuning examples use 1e-2 to 3e-2, LoRA
+# fine-tunes 1e-4 to 1e-3 over thousands of steps; at 1e-3, rank-1 LoRA on SmolLM2 barely moved its loss in
+# the cpu profile's 16 steps (8.43 -> 8.39 on Antonym), so LoRA gets 1e-2.
+LTV_LR = FAST_RECIPE.lr
+PROMPT_LR = 3e-2
+PREFIX_LR = 3e-2
+LORA_LR = 1e-2
+
+
+def equal_budget_methods(lm: Any) -> list[Method]:
+    """The paper's budgets: LTV (d), 1 virtual token of prompt tuning (d) and of prefix tuning
+    (2 L H_kv h), rank-1 LoRA on ``o_proj`` of the middle layer (``H h + d``, = 2d on SmolLM2)."""
+    mid = lm.middle_layer
+    return [
+        Method("ltv", "ltv", LTV_LR, layers=(mid,)),
+        Method("prompt-1", "prompt_tuning", PROMPT_LR, virtual_tokens=1),
+        Method("prefix-1", "prefix_tuning", PREFIX_LR, virtual_tokens=1),
+        Method(f"lora-r1-o{mid}", "lora", LORA_LR, rank=1, targets=("o_proj",), layers=(mid,)),
+    ]
+
+
+def usual_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
+    """Customary settings: LoRA rank 8 (alpha 16) on q/k/v/o of every layer, prefix tuning with 10 virtual
+    tokens, prompt tuning with 10 virtual tokens (optional: it lengthens every prompt by 10 tokens)."""
+    methods = [
+        Method("lora-r8-qkvo", "lora", LORA_LR, rank=8, targets=PROJECTIONS, layers=None, budget="usual"),
+        Method("prefix-10", "prefix_tuning", PREFIX_LR, virtual_tokens=10, budget="usual"),
+    ]
+    if prompt_tuning:
+        methods.append(Method("prompt-10", "prompt_tuning", PROMPT_LR, virtual_tokens=10, budget="usual"))
+    return methods
+
+
+def projection_shape(lm: Any, target: str) -> tuple[int, int]:
+    """``(d_in, d_out)`` of an attention projection from the model's head geometry."""
+    g, d = lm.geometry, lm.d_model
+    q, kv = g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
+    shapes = {"q_proj": (d, q), "k_proj": (d, kv), "v_proj": (d, kv), "o_proj": (q, d)}
+    if target not in shapes:
+        raise ValueError(f"unknown projection {target!r}; allowed: {', '.join(shapes)}")
+    return shapes[target]
+
+
+def parameter_formula(lm: Any, method: Method) -> tuple[int, str]:
+    """The trainable-parameter count a method should have, and the formula as text.
+
+    ``ltv``: d; ``prompt_tuning``: n d; ``prefix_tuning``: n 2 L H_kv h; ``lora``: sum over adapted layers and
+    projections of r (d_in + d_out)."""
+    g, d, n_layers = lm.geometry, lm.d_model, lm.n_layers
+    if method.kind == "ltv":
+        return d, f"d = {d}"
+    if method.kind == "prompt_tuning":
+        n = method.virtual_tokens
+        return n * d, f"n d = {n} x {d}"
+    if method.kind == "prefix_tuning":
+        n, kv = method.virtual_tokens, g.n_kv_heads * g.head_dim
+        return n * 2 * n_layers * kv, f"n 2 L H_kv h = {n} x 2 x {n_layers} x {g.n_kv_heads} x {g.head_dim}"
+    layers = method.layers if method.layers is not None else tuple(range(n_layers))
+    per_layer = sum(method.rank * sum(projection_shape(lm, t)) for t in method.targets)
+    parts = " + ".join(f"({projection_shape(lm, t)[0]} + {projection_shape(lm, t)[1]})" for t in method.targets)
+    return len(layers) * per_layer, f"{len(layers)} layer(s) x r [{parts}] with r = {method.rank}"
+
+
+# ----------------------------------------------------------------------------------------------- batches
+
+
+def batch_schedule(n_train: int, config: TrainConfig, seed: int) -> list[list[list[int]]]:
+    """The training indices ``train_ltv`` draws for zero-shot prompts with this config and seed.
+
+    Returns:
+        ``epochs x batches x batch_size`` indices into the training split: ``ceil(samples_per_epoch /
+        batch_size)`` batches per epoch, the queries popped from shuffled passes over the split (no repeat
+        within a pass, any number of samples from a small split). Like ``train_ltv``, each batch first draws
+        its demonstration block (a single one for zero-shot prompts), which advances the generator.
+        ``tests/test_peft_compare.py`` checks this against ``train_ltv``.
+    """
+    rng = random.Random(seed)
+    queue: list[int] = []
+    steps = math.ceil(config.samples_per_epoch / config.batch_size)
+    epochs = []
+    for _ in range(config.epochs):
+        batches = []
+        for b in range(steps):
+            size = min(config.batch_size, config.samples_per_epoch - b * config.batch_size)
+            rng.randrange(1)
+            batch: list[int] = []
+            while len(batch) < size:
+                if not queue:
+                    queue = rng.sample(range(n_train), n_train)
+                batch.append(queue.pop())
+            batches.append(batch)
+        epochs.append(batches)
+    return epochs
+
+
+def _teacher_forced(
+    pad_id: int, rows: Sequence[Sequence[int]], answers: Sequence[Sequence[int]] | None, device: torch.device
+) -> tuple[Tensor, Tensor, Tensor, int]:
+    """``[pad][prompt][answer[:-1]][pad]`` ids and mask, the answer-token validity mask ``(batch, n)`` and
+    ``n``, the number of final columns whose logits predict the answer tokens (1 without answers)."""
+    ids, mask = pad_left(rows, pad_id, device)
+    if answers is None:
+        return ids, mask, torch.ones((len(rows), 1), dtype=torch.bool, device=device), 1
+    n = max(len(a) for a in answers)
+    cont, cont_mask = pad_right([a[:-1] for a in answers], pad_id, n - 1, device)
+    valid = pad_right(answers, 0, n)[1].bool().to(device)
+    return torch.cat([ids, cont], 1), torch.cat([mask, cont_mask], 1), valid, n
+
+
+# ------------------------------------------------------------------------------------------------ trainees
+
+
+class Trainee:
+    """A model with one trainable adapter: ``logits(prompts, index, answers)`` and its parameters.
+
+    ``logits`` returns ``(batch, n, vocab)`` where column ``j`` predicts answer token ``j`` (``n`` = longest
+    answer; 1 and the next token when ``answers`` is None), and ``valid (batch, n)``.
+    """
+
+    params: list[Tensor]
+
+    def logits(
+        self, prompts: EncodedPrompts, index: Sequence[int], answers: Sequence[Sequence[int]] | None
+    ) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def n_trainable(self) -> int:
+        return sum(p.numel() for p in self.params)
+
+    def state(self) -> list[Tensor]:
+        return [p.detach().clone() for p in self.params]
+
+    def load(self, state: list[Tensor]) -> None:
+        with torch.no_grad():
+            for p, s in zip(self.params, state):
+                p.copy_(s)
+
+    def close(self) -> None:
+        """Release the adapter's model copy."""
+
+
+class LTVTrainee(Trainee):
+    """The LTV through the library's full-forward path (``PromptRunner`` with ``tail=None``): one vector
+    ``(d,)`` added to the residual stream entering block ``layer`` at the last prompt position. Initialised
+    like ``train_ltv``: ``U(-init_range, init_range)`` from ``torch.Generator().manual_seed(seed)``."""
+
+    def __init__(self, lm: Any, layer: int, init_range: float, seed: int) -> None:
+        self.lm, self.layer = lm, check_layer(layer, lm.n_layers)
+        gen = torch.Generator().manual_seed(seed)
+        vector = (torch.rand(1, lm.d_model, generator=gen) * 2 - 1) * init_range
+        self.vector = vector[0].to(lm.device).requires_grad_(True)
+        self.params = [self.vector]
+        self._runners: dict[int, PromptRunner] = {}
+
+    def logits(self, prompts, index, answers):  # type: ignore[no-untyped-def]
+        runner = self._runners.get(id(prompts))
+        if runner is None:
+            runner = self._runners[id(prompts)] = PromptRunner(self.lm, prompts, tail=None, cache_rows=False)
+        return runner.run(list(index), [VectorEdit(self.layer, -1, self.vector)], answers=answers)
+
+    def close(self) -> None:
+        self._runners.clear()
+
+
+class PeftTrainee(Trainee):
+    """A ``peft`` adapter on a private copy of the model (the shared model is never modified)."""
+
+    def __init__(self, lm: Any, method: Method, seed: int, *, copy_model: bool = True) -> None:
+        from peft import LoraConfig, PrefixTuningConfig, PromptTuningConfig, PromptTuningInit, TaskType, get_peft_model
+
+        self.lm, self.method = lm, method
+        if method.kind == "prompt_tuning":
+            # Initialised from the embeddings of random vocabulary tokens, so the virtual tokens start at the
+            # scale of real ones (peft's RANDOM init draws N(0, 1), far larger than SmolLM2's embeddings).
+            config = PromptTuningConfig(
+                task_type=TaskType.CAUSAL_LM, num_virtual_tokens=method.virtual_tokens,
+                prompt_tuning_init=PromptTuningInit.SAMPLE_VOCAB,
+            )
+        elif method.kind == "prefix_tuning":
+            config = PrefixTuningConfig(
+                task_type=TaskType.CAUSAL_LM, num_virtual_tokens=method.virtual_tokens, prefix_projection=False
+            )
+        elif method.kind == "lora":
+            layers = list(method.layers) if method.layers is not None else None
+            config = LoraConfig(
+                task_type=TaskType.CAUSAL_LM, r=method.rank, lora_alpha=method.alpha or 2 * method.rank,
+                lora_dropout=0.0, target_modules=list(method.targets), layers_to_transform=layers, bias="none",
+            )
+        else:
+            raise ValueError(f"PeftTrainee takes prompt_tuning, prefix_tuning or lora, not {method.kind!r}")
+        torch.manual_seed(seed)
+        # peft's LoRA edits the model it wraps: a copy keeps the shared model clean (a process that owns its
+        # model, such as the memory measurement, passes copy_model=False)
+        self.model = get_peft_model(copy.deepcopy(lm.model) if copy_model else lm.model, config)
+        self.model.eval()  # no dropout anywhere; gradients still flow to the adapter
+        self.init_tokens: list[int] | None = None
+        if method.kind == "prefix_tuning":
+            self.init_tokens = self._init_prefix(seed)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.pad_id = lm.tokenizer.pad_token_id
+
+    @torch.no_grad()
+    def _init_prefix(self, seed: int) -> list[int]:
+        """Set the virtual keys/values to those the model computes for random vocabulary tokens at positions
+        ``0..n-1`` (Li & Liang's initialisation from real activations; peft's default, N(0, 1) entries, gives
+        keys and values far from the model's and raised SmolLM2's loss on Antonym from 7.5 to 10).
+
+        peft's layout: the embedding row of virtual token ``t`` viewed as ``(2 L, H_kv, h)`` holds layer
+        ``l``'s key at ``2 l`` and its value at ``2 l + 1``."""
+        from transformers import DynamicCache
+
+        n = self.method.virtual_tokens
+        vocab = self.lm.model.get_input_embeddings().num_embeddings
+        tokens = torch.randint(0, vocab, (1, n), generator=torch.Generator().manual_seed(seed))
+        out = self.lm.model(input_ids=tokens.to(self.lm.device), cache=DynamicCache(config=self.lm.model.config),
+                            use_cache=True, logits_to_keep=1)
+        kv = torch.stack([torch.stack([layer.keys[0], layer.values[0]]) for layer in out.cache.layers])  # (L, 2, H, n, h)
+        weight = self.model.prompt_encoder[self.model.active_adapter].embedding.weight
+        if kv[0, 0].numel() * 2 * kv.shape[0] != weight.numel():
+            raise ValueError(f"prefix of {weight.numel()} values cannot hold the model's keys/values {tuple(kv.shape)}")
+        weight.copy_(kv.permute(3, 0, 1, 2, 4).reshape(n, -1).to(weight.dtype))
+        return tokens[0].tolist()
+
+    def logits(self, prompts, index, answers):  # type: ignore[no-untyped-def]
+        rows = [list(prompts.shared) + list(prompts.rows[i]) for i in index]
+        ids, mask, valid, n = _teacher_forced(self.pad_id, rows, answers, self.lm.device)
+        if self.method.kind == "prompt_tuning":
+            # peft's forward drops position_ids for prompt tuning; this is that forward with positions that
+            # skip the padding between the virtual tokens and the prompt.
+            embeds = self.model.word_embeddings(ids)
+            virtual = self.model.get_prompt(batch_size=ids.shape[0]).to(embeds.dtype)
+            mask = torch.cat([torch.ones(ids.shape[0], virtual.shape[1], dtype=mask.dtype, device=mask.device), mask], 1)
+            out = self.model.base_model(
+                inputs_embeds=torch.cat([virtual, embeds], 1), attention_mask=mask,
+                position_ids=positions_from_mask(mask), logits_to_keep=n, use_cache=False,
+            )
+        elif self.method.kind == "lora":
+            # use_cache=False: no key/value cache of the batch is kept (as on the LTV's path)
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask),
+                             logits_to_keep=n, use_cache=False)
+        else:
+            # prefix tuning: peft builds the virtual keys/values as a Cache and shifts position_ids by n itself;
+            # the model appends the batch's keys/values to that cache (memory the other methods do not spend)
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask), logits_to_keep=n)
+        return out.logits, valid
+
+    def close(self) -> None:
+        del self.model
+        self.params = []
+
+
+def make_trainee(lm: Any, method: Method, *, init_range: float, seed: int, copy_model: bool = True) -> Trainee:
+    """The trainee for ``method`` (LTV: initialised like ``train_ltv``; peft: seeded with ``seed``, on a copy of
+    the model unless ``copy_model`` is False, in which case a LoRA adapter modifies ``lm.model`` for good)."""
+    if method.kind == "ltv":
+        return LTVTrainee(lm, method.layers[0] if method.layers else lm.middle_layer, init_range, seed)
+    return PeftTrainee(lm, method, seed, copy_model=copy_model)
+
+
+# --------------------------------------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A task's prompts and gold tokens, built once and shared by every method."""
+
+    task: Task
+    splits: TaskSplits
+    train: EncodedPrompts
+    val: EncodedPrompts
+    test: EncodedPrompts
+    train_answers: list[list[int]]
+    val_gold: list[int]
+    test_gold: list[int]
+    label_first: list[int] | None
+
+
+def prepare(lm: Any, splits: TaskSplits) -> Prepared:
+    task = splits.task
+    tok = lm.tokenizer
+    first = lambda ex: [a[0] for a in answer_ids(tok, task, [e.output for e in ex])]
+    labels = [a[0] for a in answer_ids(tok, task, task.labels)] if task.labels else None
+    return Prepared(
+        task, splits, encode_prompts(tok, task, splits.train), encode_prompts(tok, task, splits.validation),
+        encode_prompts(tok, task, splits.test), answer_ids(tok, task, [e.output for e in splits.train]),
+        first(splits.validation), first(splits.test), labels,
+    )
+
+
+@torch.no_grad()
+def first_token_accuracy(
+    trainee: Trainee, prompts: EncodedPrompts, gold: Sequence[int], *, labels: Sequence[int] | None = None,
+    batch_size: int = 64,
+) -> tuple[float, float | None, list[bool]]:
+    """Accuracy of the top-1 next token over the full vocabulary at the last prompt position (and, for
+    classification, of the top-1 among the labels' first tokens), with per-example correctness."""
+    correct: list[bool] = []
+    label_hits = 0
+    for start in range(0, len(prompts), batch_size):
+        index = list(range(start, min(start + batch_size, len(prompts))))
+        logits, _ = trainee.logits(prompts, index, None)
+        last = logits[:, -1].float()
+        g = torch.tensor([gold[i] for i in index], device=last.device)
+        correct += (last.argmax(-1) == g).tolist()
+        if labels is not None:
+            lab = torch.tensor(list(labels), device=last.device)
+            label_hits += int((lab[last[:, lab].argmax(-1)] == g).sum())
+    acc = sum(correct) / len(correct)
+    return acc, (label_hits / len(correct) if labels is not None else None), correct
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train_and_measure(
+    lm: Any, prepared: Prepared, method: Method, schedule: TrainConfig, *, seed: int = 0, eval_batch: int = 64,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train ``method`` on the schedule's batches with early stopping, then evaluate it on the test split.
+
+    Returns a JSON-ready dict: ``trainable_params``, ``formula_params``, ``formula``, ``test_accuracy``,
+    ``test_label_accuracy``, ``best_val_accuracy``, ``steps``, ``steps_to_best``, ``seconds_to_best``
+    (training seconds, validation excluded), ``train_seconds``, ``median_step_seconds``, ``step_seconds``,
+    ``curve`` (per epoch: ``epoch``, ``step``, ``train_seconds``, ``val_accuracy``, ``loss``),
+    ``latency_ms`` (test inference per example), and on CUDA ``peak_train_mb`` / ``peak_infer_mb``.
+
+    Raises:
+        FloatingPointError: the loss became NaN or infinite.
+    """
+    trainee = make_trainee(lm, method, init_range=schedule.init_range, seed=seed)
+    device = lm.device
+    cuda = device.type == "cuda"
+    try:
+        expected, formula = parameter_formula(lm, method)
+        opt = torch.optim.AdamW(trainee.params, lr=method.lr, weight_decay=schedule.weight_decay)
+        batches = batch_schedule(len(prepared.splits.train), schedule, seed)
+        total = sum(len(e) for e in batches)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / total))
+
+        def val_acc() -> float:
+            return first_token_accuracy(trainee, prepared.val, prepared.val_gold, batch_size=eval_batch)[0]
+
+        best_acc, best_state = val_acc(), trainee.state()
+        curve = [{"epoch": 0, "step": 0, "train_seconds": 0.0, "val_accuracy": best_acc, "loss": float("nan")}]
+        step_seconds: list[float] = []
+        best_step, best_seconds, stale, step = 0, 0.0, 0, 0
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        for epoch, epoch_batches in enumerate(batches, start=1):
+            losses = []
+            for index in epoch_batches:
+                answers = [prepared.train_answers[i] for i in index]
+                _sync(device)
+                t0 = time.perf_counter()
+                logits, valid = trainee.logits(prepared.train, index, answers)
+                loss = answer_loss(logits, answers, valid)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"{method.name} on {prepared.task.name}: loss {loss.item()} at step {step} (lr {method.lr})"
+                    )
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+                _sync(device)
+                step_seconds.append(time.perf_counter() - t0)
+                losses.append(loss.item())
+                step += 1
+            acc = val_acc()
+            seconds = sum(step_seconds)
+            curve.append({"epoch": epoch, "step": step, "train_seconds": seconds, "val_accuracy": acc,
+                          "loss": sum(losses) / len(losses)})
+            if progress:
+                progress(f"{prepared.task.name} {method.name} epoch {epoch}: loss {curve[-1]['loss']:.3f} val {acc:.3f}")
+            if acc > best_acc:
+                best_acc, best_state, best_step, best_seconds, stale = acc, trainee.state(), step, seconds, 0
+            else:
+                stale += 1
+                if stale >= schedule.patience:
+                    break
+        peak_train = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
+        trainee.load(best_state)
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        _sync(device)
+        t0 = time.perf_counter()
+        test_acc, label_acc, correct = first_token_accuracy(
+            trainee, prepared.test, prepared.test_gold, labels=prepared.label_first, batch_size=eval_batch
+        )
+        _sync(device)
+        infer_seconds = time.perf_counter() - t0
+        peak_infer = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
+        return {
+            "method": method.name, "kind": method.kind, "budget": method.budget, "lr": method.lr,
+            "trainable_params": trainee.n_trainable(), "formula_params": expected, "formula": formula,
+            "test_accuracy": test_acc, "test_label_accuracy": label_acc, "n_test": len(correct),
+            "best_val_accuracy": best_acc, "steps": step, "steps_to_best": best_step,
+            "seconds_to_best": best_seconds, "train_seconds": sum(step_seconds),
+            "median_step_seconds": statistics.median(step_seconds) if step_seconds else float("nan"),
+            "step_seconds": step_seconds, "curve": curve,
+            "latency_ms": 1000 * infer_seconds / len(correct), "eval_batch": eval_batch,
+            "peak_train_mb": peak_train, "peak_infer_mb": peak_infer,
+            "initial_loss": curve[1]["loss"] if len(curve) > 1 else float("nan"),
+        }
+    finally:
+        trainee.close()
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+
+def _rss_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak_rss() -> None:
+    # Linux >= 4.0: writing 5 resets VmHWM (peak resident set) to the current resident set size.
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def measure_memory_here(lm: Any, prepared: Prepared, method: Method, schedule: TrainConfig, *, seed: int = 0,
+                        eval_batch: int = 64) -> dict[str, float]:
+    """Peak resident memory (MiB) of one inference batch of test prompts, then of two training steps on
+    the schedule's first two batches, in *this* process (run it in a fresh one: :func:`measure_memory`).
+
+    The adapter wraps ``lm.model`` itself (no copy). ``base_mb`` is the resident size after one forward of a
+    single prompt (every weight paged in), before the measured batches."""
+    trainee = make_trainee(lm, method, init_range=schedule.init_range, seed=seed, copy_model=False)
+    try:
+        opt = torch.optim.AdamW(trainee.params, lr=method.lr, weight_decay=schedule.weight_decay)
+        first_token_accuracy(trainee, prepared.test.select([0]), prepared.test_gold, batch_size=1)
+        base = _rss_kb("VmRSS")
+        _reset_peak_rss()
+        first_token_accuracy(trainee, prepared.test.select(range(min(eval_batch, len(prepared.test)))),
+                             prepared.test_gold, batch_size=eval_batch)
+        infer = _rss_kb("VmHWM")
+        _reset_peak_rss()
+        for index in batch_schedule(len(prepared.splits.train), schedule, seed)[0][:2]:
+            answers = [prepared.train_answers[i] for i in index]
+            logits, valid = trainee.logits(prepared.train, index, answers)
+            loss = answer_loss(logits, answers, valid)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        train = _rss_kb("VmHWM")
+        return {"base_mb": base / 1024, "peak_infer_mb": infer / 1024, "peak_train_mb": train / 1024}
+    finally:
+        trainee.close()
+
+
+def measure_memory(model: str, device: str, splits_spec: dict[str, Any], method: Method, schedule: TrainConfig,
+                   seed: int = 0, eval_batch: int = 64) -> dict[str, float]:
+    """:func:`measure_memory_here` in a fresh Python process (CPU resident memory), keyed like the run."""
+    payload = json.dumps({"model": model, "device": device, "splits": splits_spec, "method": asdict(method),
+                          "schedule": asdict(schedule), "seed": seed, "eval_batch": eval_batch})
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                         env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-m", "ltvlib.peft_compare", "memory", payload], capture_output=True,
+                         text=True, env=env, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"memory measurement of {method.name} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _method_from_dict(d: dict[str, Any]) -> Method:
+    d = dict(d)
+    d["targets"] = tuple(d["targets"])
+    d["layers"] = tuple(d["layers"]) if d["layers"] is not None else None
+    return Method(**d)
+
+
+# ------------------------------------------------------------------------------------------ comparison
+
+
+@dataclass(frozen=True)
+class CompareSizes:
+    """Data sizes and training schedule of a comparison.
+
+    Attributes:
+        n_train: training queries (``load_splits``); n_val: validation queries used (the first of the split's
+            400); n_test: test queries (None = all).
+        schedule: batch size, epochs, samples per epoch, patience, weight decay and LTV initialisation;
+            its ``lr`` is the LTV's (every method has its own, see :class:`Method`).
+        eval_batch: prompts per inference batch.
+        memory: measure peak memory.
+    """
+
+    n_train: int
+    n_val: int
+    n_test: int | None
+    schedule: TrainConfig
+    eval_batch: int = 64
+    memory: bool = True
+
+
+def compare_sizes(profile: Any) -> CompareSizes:
+    """Sizes per profile. ``paper``: the LTV's own sizes and fast recipe (600/400, ``FAST_RECIPE``). ``cpu``: every method costs a full forward and backward per step on two CPU cores, so batches of 8,
+    at most 4 epochs of 6 steps, 24 validation and 80 test queries. ``smoke``: two steps of 2, no memory
+    measurement (its fresh processes alone would exceed the smoke budget)."""
+    name = profile.name if hasattr(profile, "name") else str(profile)
+    if name == "paper":
+        return CompareSizes(600, 400, None, FAST_RECIPE)
+    if name == "cpu":
+        return CompareSizes(600, 24, 80, with_config(FAST_RECIPE, batch_size=8, samples_per_epoch=48, epochs=4))
+    if name == "smoke":
+        return CompareSizes(16, 4, 4, with_config(FAST_RECIPE, batch_size=2, samples_per_epoch=4, epochs=1),
+                            memory=False)
+    raise ValueError(f"unknown profile {name!r}; allowed: smoke, cpu, paper")
+
+
+def compare_splits(task: str, sizes: CompareSizes) -> TaskSplits:
+    """The task's split (seed 0, 400 validation queries, as every chapter) cut to the comparison's sizes."""
+    s = load_splits(task, seed=0, n_train=sizes.n_train, n_val=400)
+    test = s.test if sizes.n_test is None else s.test[: sizes.n_test]
+    return TaskSplits(s.task, s.train, s.validation[: sizes.n_val], test, s.seed)
+
+
+def _key(lm: Any, task: str, method: Method, sizes: CompareSizes, seed: int) -> dict[str, Any]:
+    import peft
+    import transformers
+
+    return {"model": lm.name, "device": lm.device.type, "task": task, "method": asdict(method),
+            "sizes": asdict(sizes), "seed": seed, "source": source_hash(*OWN_MODULES),
+            "peft": peft.__version__, "transformers": transformers.__version__}
+
+
+def compare_method(lm: Any, task: str, method: Method, sizes: CompareSizes, *, seed: int = 0,
+                   prepared: Prepared | None = None, progress: Callable[[str], None] | None = None,
+                   memory: bool | None = None) -> dict[str, Any]:
+    """:func:`train_and_measure` plus peak memory (when ``memory``, default ``sizes.memory``; never without
+    ``sizes.memory``), cached on disk by model, task, method, sizes, seed and the source of this module."""
+    measure = sizes.memory if memory is None else memory and sizes.memory
+    key = _key(lm, task, method, sizes, seed) | {"memory": measure}
+
+    def compute() -> dict[str, Any]:
+        prep = prepared or prepare(lm, compare_splits(task, sizes))
+        result = train_and_measure(lm, prep, method, sizes.schedule, seed=seed, eval_batch=sizes.eval_batch,
+                                   progress=progress)
+        result["memory_method"] = "cuda max_memory_allocated" if lm.device.type == "cuda" else None
+        if measure and lm.device.type != "cuda":
+            mem = measure_memory(lm.name, str(lm.device), {"task": task, "sizes": asdict(sizes)}, method,
+                                 sizes.schedule, seed, sizes.eval_batch)
+            result.update(mem)
+            result["memory_method"] = "peak RSS (VmHWM) of a fresh process"
+        return result
+
+    return cached_json("peft-compare", key, compute)
+
+
+def library_ltv(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, profile: Any = None) -> tuple[LearnedTaskVector, str]:
+    """The LTV as the rest of the book trains it (``train_ltv``, fast path), on the comparison's batches.
+
+    Uses ``ltvlib.experiments.profile_ltv`` when the comparison's sizes and schedule are the profile's (then
+    it is the very vector other chapters use); otherwise ``train_ltv`` directly with the comparison's splits
+    and schedule (cached here). Returns the vector and which of the two it came from.
+    """
+    if profile is not None and sizes.n_val == profile.n_val and sizes.n_train == profile.n_train \
+            and sizes.schedule == profile.recipe:
+        from .experiments import profile_ltv
+
+        return profile_ltv(lm, task, profile, layers=[lm.middle_layer], seed=seed), "profile_ltv"
+    key = {"model": lm.name, "task": task, "sizes": asdict(sizes), "seed": seed, "layer": lm.middle_layer,
+           "source": source_hash(*OWN_MODULES)}
+    path = cache_path("peft-compare/ltv", key, ".safetensors")
+    if path.exists():
+        return LearnedTaskVector.load(path), "train_ltv"
+    ltv = train_ltv(lm, task, layers=[lm.middle_layer], recipe=sizes.schedule, seed=seed,
+                    splits=compare_splits(task, sizes), progress=False)
+    ltv.save(path)  # atomic
+    return ltv, "train_ltv"
+
+
+def library_ltv_result(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, profile: Any = None) -> dict[str, Any]:
+    """Test accuracy (``ltvlib.evaluate``) of :func:`library_ltv`, with its steps and training seconds."""
+    ltv, source = library_ltv(lm, task, sizes, seed=seed, profile=profile)
+    splits = compare_splits(task, sizes)
+    key = {"what": "library-ltv-test", "model": lm.name, "task": task, "sizes": asdict(sizes), "seed": seed,
+           "source": source_hash(*OWN_MODULES), "ltv": ltv.metadata() | {"curve": None},
+           "vector_sum": float(ltv.vectors.double().sum())}
+
+    def compute() -> dict[str, Any]:
+        r = evaluate(EvalSet(lm, task, splits.test), ltv.edits())
+        return {"test_accuracy": r.accuracy, "test_label_accuracy": r.label_accuracy, "n_test": r.n,
+                "best_val_accuracy": ltv.best_val_accuracy, "steps": ltv.steps, "train_seconds": ltv.seconds,
+                "val_curve": [c for c in ltv.curve if "val_accuracy" in c]}
+
+    result = cached_json("peft-compare-ltv", key, compute)
+    result["source"] = source
+    return result
+
+
+def compare_task(lm: Any, task: str, methods: Sequence[Method], sizes: CompareSizes, *, seed: int = 0,
+                 progress: Callable[[str], None] | None = None, memory: bool | None = None) -> list[dict[str, Any]]:
+    """Every method on one task (one cached result each); the prompts are built once."""
+    task = get_task(task).name
+    prepared: Prepared | None = None
+    results = []
+    for method in methods:
+        if prepared is None:
+            prepared = prepare(lm, compare_splits(task, sizes))
+        results.append(compare_method(lm, task, method, sizes, seed=seed, prepared=prepared, progress=progress,
+                                      memory=memory))
+    return results
+
+
+def main(argv: Sequence[str]) -> None:
+    """``python -m ltvlib.peft_compare memory '<json>'``: one memory measurement in this fresh process."""
+    if len(argv) != 2 or argv[0] != "memory":
+        raise SystemExit("usage: python -m ltvlib.peft_compare memory '<json payload>'")
+    from .models import load_model
+
+    spec = json.loads(argv[1])
+    torch.manual_seed(0)
+    lm = load_model(spec["model"], device=spec["device"])
+    s = spec["splits"]
+    sz = s["sizes"]
+    schedule = TrainConfig(**spec["schedule"])
+    sizes = CompareSizes(sz["n_train"], sz["n_val"], sz["n_test"], schedule, sz["eval_batch"], sz["memory"])
+    prepared = prepare(lm, compare_splits(s["task"], sizes))
+    result = measure_memory_here(lm, prepared, _method_from_dict(spec["method"]), schedule, seed=spec["seed"],
+                                 eval_batch=spec["eval_batch"])
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+
+
+__all__ = [
+    "KINDS",
+    "CompareSizes",
+    "LTVTrainee",
+    "Method",
+    "PeftTrainee",
+    "Prepared",
+    "Trainee",
+    "batch_schedule",
+    "compare_method",
+    "compare_sizes",
+    "compare_splits",
+    "compare_task",
+    "equal_budget_methods",
+    "first_token_accuracy",
+    "library_ltv",
+    "library_ltv_result",
+    "make_trainee",
+    "measure_memory",
+    "measure_memory_here",
+    "parameter_formula",
+    "prepare",
+    "projection_shape",
+    "train_and_measure",
+    "usual_methods",
+]

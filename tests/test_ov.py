@@ -1,0 +1,173 @@
+"""OV circuits read from the weights match what the attention module computes; the reconstructions are the
+sums they claim to be; the measured norm scales and the MLP control match direct computations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltvlib.heads import HeadPatch, o_proj, patch_heads
+from ltvlib.inject import VectorEdit, inject, record_residual
+from ltvlib.key_heads import LastTokenRunner
+from ltvlib.ov import (
+    NormScales,
+    measure_norm_scales,
+    mlp_response,
+    ov_matrix,
+    ov_outputs,
+    ov_reconstruction,
+    sublayer_norms,
+)
+from ltvlib.prefix import forward_tokens
+from ltvlib.prompts import encode_prompts, pad_left
+from ltvlib.sites import decoder_layers, get_module, norm_gain
+from ltvlib.tasks import get_task, load_splits
+
+
+def _examples(n=4):
+    return load_splits("antonym").train[:n]
+
+
+def _rms(x, module):
+    eps = getattr(module, "variance_epsilon", None) or module.eps
+    return torch.sqrt(x.pow(2).mean(-1) + eps)
+
+
+@pytest.mark.parametrize("layer", [0, 2])
+def test_ov_matrix_is_the_attention_of_one_head_on_one_token(tiny, layer):
+    """A one-token sequence attends only to itself, so with the other heads zeroed the attention output
+    (o_proj's output) is exactly OV_h applied to the normalised input: OV_h x / rms(x)."""
+    g = tiny.geometry
+    torch.manual_seed(1)
+    x = 3 * torch.randn(g.d_model)
+    ids = torch.tensor([[7]])
+    mask = torch.ones_like(ids)
+    norm = get_module(decoder_layers(tiny.model)[layer], tiny.table.input_norm)
+    for head in range(g.n_heads):
+        others = [HeadPatch(layer, h, -1, torch.zeros(g.head_dim)) for h in range(g.n_heads) if h != head]
+        seen: dict = {}
+        handle = o_proj(tiny, layer).register_forward_hook(
+            lambda m, a, out, seen=seen: seen.__setitem__("y", out.detach()))
+        try:
+            with inject(tiny, [VectorEdit(layer, -1, x)], attention_mask=mask, mode="replace"), \
+                    patch_heads(tiny, others, attention_mask=mask):
+                forward_tokens(tiny, ids, mask)
+        finally:
+            handle.remove()
+        expected = seen["y"][0, -1]
+        got = ov_matrix(tiny, layer, head) @ x / _rms(x, norm)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(ov_outputs(tiny, layer, x)[head], ov_matrix(tiny, layer, head) @ x,
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_ov_matrix_by_hand_with_grouped_query_attention(llama):
+    """Independent of the attention module: gain (read from the norm itself), v_proj, the head's KV group
+    h // (H / H_kv), o_proj with the other heads' columns zeroed."""
+    g = llama.geometry
+    assert g.n_kv_heads < g.n_heads
+    layer = 1
+    block = decoder_layers(llama.model)[layer]
+    norm = get_module(block, llama.table.input_norm)
+    x = torch.randn(g.d_model)
+    gained = norm(x) * _rms(x, norm)  # gain * x, whatever the family's gain convention
+    v = get_module(block, llama.table.v_proj)(gained).view(g.n_kv_heads, g.head_dim)
+    for head in range(g.n_heads):
+        heads_in = torch.zeros(g.n_heads, g.head_dim)
+        heads_in[head] = v[head // (g.n_heads // g.n_kv_heads)]
+        expected = o_proj(llama, layer)(heads_in.flatten())
+        torch.testing.assert_close(ov_matrix(llama, layer, head) @ x, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_ov_matrix_rejects_bad_heads_and_vectors(tiny):
+    with pytest.raises(ValueError, match="out of range"):
+        ov_matrix(tiny, 0, tiny.geometry.n_heads)
+    with pytest.raises(ValueError, match="out of range"):
+        ov_matrix(tiny, tiny.n_layers, 0)
+    with pytest.raises(ValueError, match="expected"):
+        ov_outputs(tiny, 0, torch.zeros(tiny.d_model + 1))
+
+
+def test_reconstruction_is_the_weighted_sum_over_later_layers(tiny):
+    g = tiny.geometry
+    torch.manual_seed(2)
+    theta = torch.randn(g.d_model)
+    weights = torch.rand(g.n_layers, g.n_heads)
+    scales = NormScales(attn_in=torch.rand(g.n_layers) + 0.5, attn_out=torch.rand(g.n_layers) + 0.5, n=1)
+    post = sublayer_norms(tiny).attn_out
+    for layer in range(g.n_layers):
+        raw = torch.zeros(g.d_model)
+        full = torch.zeros(g.d_model)
+        for l in range(layer, g.n_layers):
+            gain = norm_gain(get_module(decoder_layers(tiny.model)[l], post), tiny.table) if post else 1.0
+            unweighted = sum(ov_matrix(tiny, l, h) @ theta for h in range(g.n_heads))
+            raw += gain * unweighted
+            weighted = sum(weights[l, h] * (ov_matrix(tiny, l, h) @ theta) for h in range(g.n_heads))
+            full += gain * weighted * scales.attn_in[l] * (scales.attn_out[l] if post else 1.0)
+        torch.testing.assert_close(ov_reconstruction(tiny, theta, layer), raw, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(ov_reconstruction(tiny, theta, layer, scales=scales, head_weights=weights), full,
+                                   rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="head_weights"):
+        ov_reconstruction(tiny, theta, 0, head_weights=torch.ones(g.n_heads))
+
+
+def _full_batch(lm, examples):
+    prompts = encode_prompts(lm.tokenizer, get_task("antonym"), examples)
+    return pad_left(prompts.full_rows(), lm.tokenizer.pad_token_id)
+
+
+def test_norm_scales_are_mean_inverse_rms_at_the_last_position(tiny):
+    examples = _examples()
+    g = tiny.geometry
+    theta = torch.randn(g.d_model)
+    edits = [VectorEdit(1, -1, theta)]
+    runner = LastTokenRunner(tiny, "antonym", examples, batch_size=3)  # two batches, different padding
+    scales = measure_norm_scales(tiny, runner, edits)
+    ids, mask = _full_batch(tiny, examples)
+    layers = list(range(g.n_layers))
+    # inject first: its pre-hook must run before the recording one
+    with inject(tiny, edits, attention_mask=mask), record_residual(tiny, layers) as rec:
+        forward_tokens(tiny, ids, mask)
+    for l in layers:
+        norm = get_module(decoder_layers(tiny.model)[l], tiny.table.input_norm)
+        expected = (1 / _rms(rec[l][:, -1], norm)).mean()
+        torch.testing.assert_close(scales.attn_in[l], expected, rtol=1e-4, atol=1e-6)
+    assert (scales.attn_out is not None) == (sublayer_norms(tiny).attn_out is not None)
+
+
+def test_mlp_response_matches_finite_differences(tiny):
+    examples = _examples()
+    g = tiny.geometry
+    torch.manual_seed(3)
+    theta = torch.randn(g.d_model)
+    edits = [VectorEdit(1, -1, theta)]
+    runner = LastTokenRunner(tiny, "antonym", examples)
+    got = mlp_response(tiny, runner, theta, 1, edits)
+    names = sublayer_norms(tiny)
+    blocks = decoder_layers(tiny.model)
+    ids, mask = _full_batch(tiny, examples)
+    states = {}
+    handles = [
+        get_module(blocks[l], names.mlp_in).register_forward_pre_hook(
+            lambda m, a, l=l: states.__setitem__(l, a[0][:, -1].detach().double()))
+        for l in range(1, g.n_layers)
+    ]
+    try:
+        with inject(tiny, edits, attention_mask=mask):
+            forward_tokens(tiny, ids, mask)
+    finally:
+        for h in handles:
+            h.remove()
+    expected = torch.zeros(g.d_model, dtype=torch.float64)
+    eps = 1e-3
+    for l, x in states.items():
+        block = blocks[l].double()
+        def branch(z, block=block):
+            y = get_module(block, names.mlp)(get_module(block, names.mlp_in)(z))
+            return get_module(block, names.mlp_out)(y) if names.mlp_out else y
+        expected += ((branch(x + eps * theta.double()) - branch(x - eps * theta.double())) / (2 * eps)).mean(0)
+        block.float()
+    torch.testing.assert_close(got.double(), expected, rtol=2e-3, atol=2e-4)
+    # the response does not include blocks before the injection layer
+    later = mlp_response(tiny, runner, theta, 2, edits)
+    assert not torch.allclose(later, got)

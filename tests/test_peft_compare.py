@@ -1,0 +1,181 @@
+"""The LTV-against-peft harness on tiny random models: parameter counts, training, batches, padding."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from ltvlib import peft_compare as pc
+from ltvlib.ltv import FAST_RECIPE, answer_loss, train_ltv, with_config
+from ltvlib.runner import PromptRunner
+from ltvlib.tasks import load_splits
+
+SCHEDULE = with_config(FAST_RECIPE, batch_size=4, samples_per_epoch=8, epochs=2, patience=5)
+
+
+def all_methods(lm):
+    return pc.equal_budget_methods(lm) + pc.usual_methods(lm)
+
+
+@pytest.fixture(scope="module")
+def prepared_llama(llama):
+    return pc.prepare(llama, load_splits("antonym", n_train=32, n_val=8))
+
+
+def test_parameter_counts_match_the_formula(tiny):
+    for method in all_methods(tiny):
+        trainee = pc.make_trainee(tiny, method, init_range=0.1, seed=0)
+        try:
+            assert trainee.n_trainable() == pc.parameter_formula(tiny, method)[0], method.name
+        finally:
+            trainee.close()
+
+
+def test_parameter_counts_by_hand(llama, gemma):
+    # tiny llama: d 64, 3 layers, 4 heads and 2 KV heads of 16; tiny gemma: d 64, 3 layers, 4 heads and 1 KV head of 32
+    by_name = {m.name: pc.parameter_formula(llama, m)[0] for m in all_methods(llama)}
+    assert by_name["ltv"] == 64 and by_name["prompt-1"] == 64 and by_name["prompt-10"] == 640
+    assert by_name["prefix-1"] == 3 * 2 * 2 * 16 and by_name["prefix-10"] == 10 * 192
+    assert by_name["lora-r1-o1"] == 64 + 64  # rank 1 on o_proj: H h + d = 2d here
+    assert by_name["lora-r8-qkvo"] == 3 * 8 * ((64 + 64) + 2 * (64 + 32) + (64 + 64))
+    g = {m.name: pc.parameter_formula(gemma, m)[0] for m in all_methods(gemma)}
+    assert g["prefix-1"] == 3 * 2 * 1 * 32
+    assert g["lora-r1-o1"] == 4 * 32 + 64  # H h != d on Gemma: not 2d
+
+
+@pytest.mark.parametrize("kind", ["ltv", "prompt-1", "prefix-1", "lora", "lora-r8-qkvo", "prefix-10", "prompt-10"])
+def test_each_adapter_lowers_its_loss(llama, prepared_llama, kind):
+    methods = {m.name: m for m in all_methods(llama)}
+    method = methods.get(kind) or next(m for m in methods.values() if m.kind == kind)
+    trainee = pc.make_trainee(llama, method, init_range=0.1, seed=0)
+    try:
+        # five times the method's learning rate: 12 steps must move a random tiny model visibly
+        opt = torch.optim.AdamW(trainee.params, lr=5 * method.lr)
+        index = list(range(8))
+        answers = [prepared_llama.train_answers[i] for i in index]
+        losses, start = [], trainee.state()
+        for _ in range(12):
+            logits, valid = trainee.logits(prepared_llama.train, index, answers)
+            loss = answer_loss(logits, answers, valid)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        assert losses[-1] < losses[0] - 0.05, losses
+        # every adapter tensor moved (LoRA's A only once B is no longer zero)
+        assert all(not torch.equal(a, b) for a, b in zip(start, trainee.state()))
+    finally:
+        trainee.close()
+
+
+def test_shared_model_is_not_modified(llama):
+    before = {k: v.clone() for k, v in llama.model.state_dict().items()}
+    names = {n for n, _ in llama.model.named_modules()}
+    for method in all_methods(llama):
+        pc.make_trainee(llama, method, init_range=0.1, seed=0).close()
+    assert {n for n, _ in llama.model.named_modules()} == names
+    after = llama.model.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("name", ["prompt-10", "prefix-10", "lora-r8-qkvo"])
+def test_batched_equals_unbatched(tiny, name):
+    # left padding and the positions that skip it: a prompt's logits do not depend on its batch-mates
+    method = next(m for m in all_methods(tiny) if m.name == name)
+    prepared = pc.prepare(tiny, load_splits("sst2", n_train=32, n_val=8))  # prompts of different lengths
+    trainee = pc.make_trainee(tiny, method, init_range=0.1, seed=0)
+    try:
+        with torch.no_grad():
+            lengths = [len(r) for r in prepared.train.rows]
+            index = [lengths.index(min(lengths)), lengths.index(max(lengths))]
+            assert min(lengths) < max(lengths)
+            answers = [prepared.train_answers[i] for i in index]
+            batched, _ = trainee.logits(prepared.train, index, answers)
+            for b, i in enumerate(index):
+                alone, _ = trainee.logits(prepared.train, [i], [answers[b]])
+                n = len(answers[b])
+                torch.testing.assert_close(batched[b, :n], alone[0, :n], atol=1e-4, rtol=1e-4)
+    finally:
+        trainee.close()
+
+
+def test_prefix_tuning_changes_the_output(llama, prepared_llama):
+    # guards against the virtual keys/values being silently dropped (transformers renamed the cache kwarg)
+    method = next(m for m in all_methods(llama) if m.name == "prefix-1")
+    trainee = pc.make_trainee(llama, method, init_range=0.1, seed=0)
+    try:
+        with torch.no_grad():
+            logits, _ = trainee.logits(prepared_llama.train, [0, 1], None)
+            base = PromptRunner(llama, prepared_llama.train, tail=None, cache_rows=False).run([0, 1])[0]
+        assert not torch.allclose(logits, base, atol=1e-3)
+    finally:
+        trainee.close()
+
+
+def test_batch_schedule_is_train_ltvs(llama, monkeypatch):
+    splits = load_splits("antonym", n_train=10, n_val=4)
+    seen: list[list[int]] = []
+    original = PromptRunner.run
+
+    def spy(self, index, edits=(), *, answers=None, **kw):
+        if answers is not None:
+            seen.append(list(index))
+        return original(self, index, edits, answers=answers, **kw)
+
+    monkeypatch.setattr(PromptRunner, "run", spy)
+    config = with_config(SCHEDULE, patience=99, samples_per_epoch=12)  # 12 > 10: an epoch wraps around
+    train_ltv(llama, "antonym", recipe=config, seed=3, splits=splits, progress=False)
+    expected = [b for epoch in pc.batch_schedule(10, config, 3) for b in epoch]
+    assert seen == expected
+
+
+def test_train_and_measure_reports_everything(llama, prepared_llama):
+    method = next(m for m in all_methods(llama) if m.name == "lora-r8-qkvo")
+    r = pc.train_and_measure(llama, prepared_llama, method, SCHEDULE, seed=0, eval_batch=4)
+    assert r["trainable_params"] == r["formula_params"]
+    assert r["steps"] == 4 and len(r["step_seconds"]) == 4 and r["median_step_seconds"] > 0
+    assert [c["epoch"] for c in r["curve"]] == [0, 1, 2]
+    assert r["steps_to_best"] in (0, 2, 4) and 0 <= r["test_accuracy"] <= 1 and r["latency_ms"] > 0
+
+
+def test_memory_in_process(llama, prepared_llama):
+    method = next(m for m in all_methods(llama) if m.name == "prompt-1")
+    mem = pc.measure_memory_here(llama, prepared_llama, method, SCHEDULE, eval_batch=4)
+    assert mem["peak_infer_mb"] > 0 and mem["peak_train_mb"] > 0 and mem["base_mb"] > 0
+
+
+def test_bad_methods_are_refused():
+    with pytest.raises(ValueError, match="unknown method kind"):
+        pc.Method("x", "ia3", 1e-3)
+    with pytest.raises(ValueError, match="unknown LoRA target"):
+        pc.Method("x", "lora", 1e-3, targets=("up_proj",))
+    with pytest.raises(ValueError, match="unknown profile"):
+        pc.compare_sizes("huge")
+
+
+@pytest.mark.realmodel
+def test_memory_in_a_fresh_process():
+    # the CPU path of compare_method: one subprocess per method, peaks reset between inference and training
+    sizes = pc.compare_sizes("smoke")
+    method = pc.Method("ltv", "ltv", 0.1)
+    mem = pc.measure_memory("smollm2-135m", "cpu", {"task": "antonym", "sizes": asdict(sizes)}, method,
+                            sizes.schedule, 0, 4)
+    # the model's float32 weights alone are over 500 MB once paged in
+    assert 500 < mem["base_mb"] <= mem["peak_infer_mb"] and mem["peak_train_mb"] >= mem["base_mb"]
+
+
+def test_prefix_starts_as_the_models_own_keys_and_values(tiny):
+    # initialised from random tokens' keys/values: before training, prefix + prompt = the model on tokens + prompt
+    method = next(m for m in all_methods(tiny) if m.name == "prefix-10")
+    prepared = pc.prepare(tiny, load_splits("sst2", n_train=8, n_val=4))
+    trainee = pc.make_trainee(tiny, method, init_range=0.1, seed=0)
+    try:
+        with torch.no_grad():
+            got, _ = trainee.logits(prepared.train, [0], None)
+            ids = torch.tensor([trainee.init_tokens + list(prepared.train.shared) + list(prepared.train.rows[0])])
+            want = tiny.model(input_ids=ids, logits_to_keep=1).logits
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    finally:
+        trainee.close()
