@@ -47,6 +47,7 @@ that no method inherits another's freed heap.
 
 from __future__ import annotations
 
+import abc
 import copy
 import json
 import math
@@ -228,7 +229,7 @@ def _teacher_forced(
 # ------------------------------------------------------------------------------------------------ trainees
 
 
-class Trainee:
+class Trainee(abc.ABC):
     """A model with one trainable adapter: ``logits(prompts, index, answers)`` and its parameters.
 
     ``logits`` returns ``(batch, n, vocab)`` where column ``j`` predicts answer token ``j`` (``n`` = longest
@@ -237,10 +238,11 @@ class Trainee:
 
     params: list[Tensor]
 
+    @abc.abstractmethod
     def logits(
         self, prompts: EncodedPrompts, index: Sequence[int], answers: Sequence[Sequence[int]] | None
     ) -> tuple[Tensor, Tensor]:
-        raise NotImplementedError
+        """Logits at the answer positions with the adapter applied (see the class docstring)."""
 
     def n_trainable(self) -> int:
         return sum(p.numel() for p in self.params)
