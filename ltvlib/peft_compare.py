@@ -193,22 +193,14 @@ def batch_schedule(n_train: int, config: TrainConfig, seed: int) -> list[list[li
         its demonstration block (a single one for zero-shot prompts), which advances the generator.
         ``tests/test_peft_compare.py`` checks this against ``train_ltv``.
     """
-    rng = random.Random(seed)
-    queue: list[int] = []
+    from .ltv import _BatchSampler  # the very sampler train_ltv uses, so the two cannot drift apart
+
+    sampler = _BatchSampler([list(range(n_train))], random.Random(seed))
     steps = math.ceil(config.samples_per_epoch / config.batch_size)
     epochs = []
     for _ in range(config.epochs):
-        batches = []
-        for b in range(steps):
-            size = min(config.batch_size, config.samples_per_epoch - b * config.batch_size)
-            rng.randrange(1)
-            batch: list[int] = []
-            while len(batch) < size:
-                if not queue:
-                    queue = rng.sample(range(n_train), n_train)
-                batch.append(queue.pop())
-            batches.append(batch)
-        epochs.append(batches)
+        sizes = [min(config.batch_size, config.samples_per_epoch - b * config.batch_size) for b in range(steps)]
+        epochs.append([sampler.batch(size)[1] for size in sizes])
     return epochs
 
 
