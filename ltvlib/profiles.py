@@ -28,7 +28,8 @@ class Profile:
         n_test_icl: test queries for k-shot evaluations, whose prompts are long.
         icl_shots: demonstration counts of the ICL references.
         icl_demo_sets: fixed demonstration blocks for k-shot evaluation (None = fresh demos per query).
-        recipe: the LTV training config.
+        recipe: the LTV training config (``paper`` lets the fast recipe's early stopping see all 400
+            validation queries, as the paper's recipe does).
         n_sweep_layers: layers in a layer sweep (None = every layer).
     """
 
@@ -56,7 +57,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "paper": Profile(
         name="paper", tasks=PAPER_TASKS, ltv_tasks=PAPER_TASKS, n_train=600, n_val=400, n_test=None, n_test_icl=None, icl_shots=(5, 10),
-        icl_demo_sets=None, recipe=FAST_RECIPE, n_sweep_layers=None,
+        icl_demo_sets=None, recipe=with_config(FAST_RECIPE, val_queries=None), n_sweep_layers=None,
     ),
 }
 
