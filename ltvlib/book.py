@@ -9,7 +9,9 @@ Usage::
 Chapters are jupytext ``py:percent`` files ``chapters/NN_name.py``; the ``.py``
 is the source of truth and the paired ``.ipynb`` is its executed output. The
 chapter list and order come from ``_toc.yml`` so new chapters need no change
-here.
+here, except that the pages in :data:`RUN_LAST` (the scorecard, which reads
+what the others record under ``results/claims/``) execute after all others
+wherever the toc lists them, and whenever any chapter executes.
 
 With the default setting (profile ``cpu``, model ``smollm2-135m``, seed 0, no
 ``-p`` extras) the executed notebooks replace ``chapters/NN_name.ipynb``, which
@@ -48,6 +50,12 @@ PROFILES = ("smoke", "cpu", "paper")
 CHAPTER_DIR = "chapters"
 STAMP_KEY = "ltvbook"
 JUPYTEXT_FORMATS = "ipynb,py:percent"
+# Kernels started by the runner find the book root they write results into here (ltvlib.scorecard).
+BOOK_ROOT_ENV = "LTV_BOOK_ROOT"
+# Where chapters record their verdicts on the paper's claims, relative to the book root.
+CLAIMS_DIR = Path("results") / "claims"
+# Chapters that read the other chapters' results: executed last, re-executed when those results change.
+RUN_LAST = ("scorecard",)
 
 
 class ChapterError(RuntimeError):
@@ -127,6 +135,17 @@ def select_chapters(chapters: Sequence[Chapter], prefixes: Sequence[str] | None)
     return [c for c in chapters if any(c.name.startswith(p) for p in prefixes)]
 
 
+def runs_last(chapter: Chapter) -> bool:
+    return chapter.name in RUN_LAST
+
+
+def execution_order(chapters: Sequence[Chapter], selected: Sequence[Chapter]) -> list[Chapter]:
+    """``selected`` in toc order, then every :data:`RUN_LAST` chapter of ``chapters`` (selected or not):
+    they summarise the others' results, so they must run after them and whenever any of them ran."""
+    first = [c for c in selected if not runs_last(c)]
+    return first + [c for c in chapters if runs_last(c)]
+
+
 def filter_toc(toc: dict[str, Any], drop: set[str]) -> dict[str, Any]:
     """Copy of ``toc`` without the entries whose docname is in ``drop``
     (parts left empty are removed: Sphinx rejects empty captions' lists)."""
@@ -200,12 +219,28 @@ def staging_dir(root: Path, params: dict[str, Any]) -> Path:
 # ------------------------------------------------------------------------ stamps
 
 
-def make_stamp(chapter: Chapter, params: dict[str, Any]) -> dict[str, Any]:
-    return {
+def make_stamp(chapter: Chapter, params: dict[str, Any], *, inputs: str | None = None) -> dict[str, Any]:
+    """What an executed notebook was computed from; ``inputs`` is a digest of the files it reads (only
+    :data:`RUN_LAST` chapters have one: :func:`claims_digest`)."""
+    stamp = {
         "source_sha": hashlib.sha256(chapter.py.read_bytes()).hexdigest(),
         "params": dict(sorted(params.items())),
         "code_version": source_hash(),
     }
+    if inputs is not None:
+        stamp["inputs_sha"] = inputs
+    return stamp
+
+
+def claims_digest(book_root: Path) -> str:
+    """sha256 over the names and contents of ``<book_root>/results/claims/*.json``."""
+    h = hashlib.sha256()
+    for path in sorted((book_root / CLAIMS_DIR).glob("*.json")):
+        h.update(path.name.encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def read_stamp(notebook: Path) -> dict[str, Any] | None:
@@ -284,6 +319,8 @@ def execute_chapter(
     kernel_name: str | None = None,
     cwd: Path | None = None,
     work_dir: Path | None = None,
+    book_root: Path | None = None,
+    stamp: dict[str, Any] | None = None,
 ) -> float:
     """Execute ``chapter`` with papermill into ``target``.
 
@@ -294,6 +331,9 @@ def execute_chapter(
         kernel_name: kernelspec; default :func:`ensure_kernel`'s.
         cwd: kernel working dir; default the chapter's own dir (``chapters/``).
         work_dir: where papermill writes while running; default ``<root>/_build/executing``.
+        book_root: the root results are recorded under, passed to the kernel as ``$LTV_BOOK_ROOT``;
+            default the chapter's own root.
+        stamp: stored in the notebook's metadata; default :func:`make_stamp` of ``chapter`` and ``params``.
 
     Returns:
         Execution time in seconds.
@@ -321,8 +361,11 @@ def execute_chapter(
     # a .py without a jupytext header has no kernelspec; papermill needs the language
     nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": f"Python ({kernel_name})", "language": "python"}
     nb.metadata.setdefault("language_info", {"name": "python"})
-    stamp = make_stamp(chapter, params)
+    stamp = stamp or make_stamp(chapter, params)
     start = time.perf_counter()
+    # the kernel inherits this process's environment when papermill starts it
+    previous_root = os.environ.get(BOOK_ROOT_ENV)
+    os.environ[BOOK_ROOT_ENV] = str((book_root or chapter.root).resolve())
     try:
         pm.execute_notebook(
             nb,
@@ -340,6 +383,11 @@ def execute_chapter(
         ) from exc
     except Exception as exc:  # kernel death, timeouts, missing kernelspec, ...
         raise ChapterError(f"chapter {chapter.name} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if previous_root is None:
+            os.environ.pop(BOOK_ROOT_ENV, None)
+        else:
+            os.environ[BOOK_ROOT_ENV] = previous_root
     elapsed = time.perf_counter() - start
     executed = nbformat.read(scratch, as_version=4)
     executed.metadata[STAMP_KEY] = json.loads(json.dumps(stamp, default=str))
@@ -385,11 +433,14 @@ def stage_tree(root: Path, stage: Path, chapters: Sequence[Chapter]) -> None:
 # -------------------------------------------------------------------------- html
 
 
-def build_html(book_root: Path, *, strict: bool = True) -> None:
+def build_html(book_root: Path, *, strict: bool = True, output_dir: Path | None = None) -> Path:
     """``jupyter-book build`` with execution off (chapters are already executed).
 
     Run through this interpreter (jupyter-book has no ``__main__``) so the
     venv's jupyter-book is used even when ``.venv/bin`` is not on PATH.
+    ``strict`` turns every Sphinx warning into an error (``-W``, after the
+    whole build: ``--keep-going``). The HTML goes to
+    ``<output_dir or book_root>/_build/html``, which is returned.
     """
     cmd = [
         sys.executable,
@@ -403,11 +454,15 @@ def build_html(book_root: Path, *, strict: bool = True) -> None:
     ]
     if strict:
         cmd.append("-W")
+    if output_dir is not None:
+        cmd += ["--path-output", str(output_dir)]
     print(f"[ltv-book] {' '.join(cmd[3:])}", flush=True)
     res = subprocess.run(cmd, check=False)
     if res.returncode != 0:
         raise SystemExit(f"jupyter-book build failed (exit {res.returncode})")
-    print(f"[ltv-book] HTML: {book_root / '_build' / 'html' / 'index.html'}")
+    html = (output_dir or book_root) / "_build" / "html"
+    print(f"[ltv-book] HTML: {html / 'index.html'}")
+    return html
 
 
 # --------------------------------------------------------------------------- cli
@@ -443,7 +498,7 @@ def build(
     if html and in_place:
         # fail before hours of execution, not after: an in-place build renders the
         # full toc, so every other chapter needs its committed notebook
-        chosen = {c.docname for c in selected}
+        chosen = {c.docname for c in execution_order(chapters, selected)}
         missing = [c for c in chapters if c.docname not in chosen and not c.ipynb.exists()]
         if missing:
             names = " ".join(c.name[:2] for c in missing)
@@ -454,9 +509,10 @@ def build(
 
     kernel_name: str | None = None
     total = 0.0
-    for chapter in selected:
+    for chapter in execution_order(chapters, selected):
         target = book_root / f"{chapter.docname}.ipynb"
-        stamp = make_stamp(chapter, params)
+        # computed only now: a RUN_LAST chapter reads the results the chapters before it just wrote
+        stamp = make_stamp(chapter, params, inputs=claims_digest(book_root) if runs_last(chapter) else None)
         if not force and up_to_date(target, stamp):
             print(f"[ltv-book] {chapter.name}: up to date, skipped", flush=True)
             continue
@@ -469,6 +525,8 @@ def build(
                 target,
                 kernel_name=kernel_name,
                 work_dir=book_root / "_build" / "executing",
+                book_root=book_root,
+                stamp=stamp,
             )
         except ChapterError as exc:
             raise SystemExit(f"[ltv-book] ERROR {exc}") from exc

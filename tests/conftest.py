@@ -20,3 +20,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         'realmodel: slow test on the real embedded model (smollm2-135m); run by default, skip with -m "not realmodel"',
     )
+    # CI runs these too (.ci/run installs chromium and chromium-driver); deselect locally with -m "not browser"
+    config.addinivalue_line(
+        "markers",
+        'browser: renders the built HTML in headless Chromium; run by default, skip with -m "not browser"',
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -202,3 +203,46 @@ def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert book.main(["--root", str(root), "list"]) == 0
     names = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
     assert names == ["00_overview", "02_b", "02a_extra", "01_a", "10_late"]
+
+
+def test_run_last_chapters_execute_after_all_others(tmp_path: Path) -> None:
+    toc = {"format": "jb-book", "root": "intro", "chapters": [
+        {"file": "chapters/00_overview"}, {"file": "chapters/scorecard"}, {"file": "chapters/01_a"},
+        {"file": "chapters/02_b"}]}
+    chs = book.read_chapters(write_book(tmp_path, toc))
+    assert [c.name for c in book.execution_order(chs, chs)] == ["00_overview", "01_a", "02_b", "scorecard"]
+    # any selection still ends with the scorecard, which summarises what ran
+    chosen = book.select_chapters(chs, ["02"])
+    assert [c.name for c in book.execution_order(chs, chosen)] == ["02_b", "scorecard"]
+    assert [c.name for c in book.execution_order(chs, book.select_chapters(chs, ["scorecard"]))] == ["scorecard"]
+
+
+def test_stamp_of_run_last_chapter_covers_the_claims(tmp_path: Path) -> None:
+    root = write_book(tmp_path, {"format": "jb-book", "root": "intro", "chapters": [{"file": "chapters/scorecard"}]})
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text(DUMMY)
+    empty = book.claims_digest(root)
+    claims = root / book.CLAIMS_DIR
+    claims.mkdir(parents=True)
+    (claims / "01_a.json").write_text("{}")
+    one = book.claims_digest(root)
+    assert one != empty
+    (claims / "01_a.json").write_text('{"changed": 1}')
+    assert book.claims_digest(root) != one
+    stamp = book.make_stamp(ch, params(), inputs=one)
+    assert stamp["inputs_sha"] == one and "inputs_sha" not in book.make_stamp(ch, params())
+
+
+def test_kernel_sees_the_book_root(tmp_path: Path) -> None:
+    root = write_book(tmp_path, {"format": "jb-book", "root": "intro", "chapters": [{"file": "chapters/00_env"}]})
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text(DUMMY + '\n# %%\nprint("ROOT", os.environ["LTV_BOOK_ROOT"])\n')
+    stage = tmp_path / "_build" / "runs" / "smoke__m"
+    target = stage / "chapters" / "00_env.ipynb"
+    before = os.environ.get(book.BOOK_ROOT_ENV)
+    book.execute_chapter(ch, params(profile="smoke"), target, book_root=stage)
+    assert os.environ.get(book.BOOK_ROOT_ENV) == before  # restored
+    text = json.dumps(json.loads(target.read_text())["cells"])
+    assert f"ROOT {stage.resolve()}" in text

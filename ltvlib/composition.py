@@ -1,0 +1,393 @@
+"""Composing learned task vectors: English->French plus masculine->feminine on English masculine -> French feminine.
+
+The tasks (:mod:`ltvlib.tasks`, 86 hand-made pairs in ``data/gender/pairs.jsonl``):
+
+- ``gender_en_fr``: an English noun -> the French noun of the same gender (both genders of every pair);
+- ``gender_masc_fem``: an English masculine noun -> its English feminine;
+- ``gender_composed``: an English masculine noun -> the French feminine (the composition of the two).
+
+All three cut the *pairs* 50/25/25 % with the same seeded shuffle, so a test pair is a test pair of every task.
+Every vector is one ``(d_model,)`` LTV *added* at the block input of the middle layer at the last prompt
+position, trained on zero-shot prompts with the profile's recipe; sums of vectors go to that same site.
+
+**No test word in any training data.** Pairs share words (``girl`` and ``daughter`` are both *fille*;
+*petit-fils*, *belle-fille* and *femme d'affaires* contain other pairs' words), and the book's metric scores
+only the answer's *first token*, so a shared word would leak. :func:`composition_data` collects every word of
+every form of every test pair (both English and both French forms and their accepted alternatives, split at
+spaces, hyphens and apostrophes, case-folded) and drops from the training and validation splits of all
+three tasks (and so from the ICL demonstration pool) each example that contains one of them;
+:func:`check_no_leak` asserts the result and every function that trains or prompts calls it.
+
+**Scores** (:class:`FormScorer`), on the composed task's test queries:
+
+- ``accuracy``: the book's metric, top-1 next token over the whole vocabulary equals the first token of the
+  gold French feminine noun;
+- ``accepted_accuracy``: the same, also accepting the first token of an alternative spelling (*soeur*);
+- ``form_choice``: which of the pair's four forms (French feminine, French masculine, English feminine, the
+  English masculine query itself) gets the highest total log-probability as the answer, as shares of the
+  queries. This separates "translated" from "made feminine", which the first token cannot always do (*fils*
+  and *fille* may start with the same token).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from .cache import cache_path, cached_json, source_hash
+from .experiments import profile_splits
+from .inject import VectorEdit
+from .ltv import LearnedTaskVector, train_ltv
+from .profiles import Profile
+from .prompts import answer_ids, encode_prompts, sample_demos
+from .runner import PromptRunner
+from .tasks import Example, TaskSplits, get_task, load_splits
+
+EN_FR, MASC_FEM, COMPOSED = "gender_en_fr", "gender_masc_fem", "gender_composed"
+COMPONENTS: tuple[str, str] = (EN_FR, MASC_FEM)
+TASKS: tuple[str, ...] = (EN_FR, MASC_FEM, COMPOSED)
+#: The four forms of a pair, in the order that breaks ties between identical strings (*fiancée* is both the
+#: English and the French feminine: choosing it counts as the French feminine).
+FORMS: tuple[str, ...] = ("french_fem", "french_masc", "english_fem", "english_masc")
+
+OWN_MODULES = ("composition.py", "experiments.py")
+
+
+class LeakError(AssertionError):
+    """A test word occurs in a vector's training or validation data (or in an ICL demonstration pool)."""
+
+
+def words(text: str) -> set[str]:
+    """Case-folded words of ``text``, split at whitespace, hyphens and apostrophes (``"petit-fils"`` ->
+    ``{"petit", "fils"}``)."""
+    return {w for w in re.split(r"[\s\-'\u2019]+", text.casefold()) if w}
+
+
+def example_words(ex: Example) -> set[str]:
+    """Every word of an example's input, output and accepted alternatives."""
+    out: set[str] = set()
+    for text in (ex.input, ex.output, *ex.alternatives):
+        out |= words(text)
+    return out
+
+
+@dataclass(frozen=True)
+class CompositionData:
+    """The three tasks' splits with every test word removed from training and validation.
+
+    Attributes:
+        splits: per task, train and validation without test words; test as :func:`ltvlib.tasks.load_splits`
+            cuts it (the composed task's is cut to the profile's ``n_test``).
+        banned: the test words (every word of every form of every test pair of the three tasks).
+        dropped: per task, the training and validation examples removed.
+        forms: per composed test query, each form of its pair -> its accepted spellings.
+    """
+
+    splits: dict[str, TaskSplits]
+    banned: frozenset[str]
+    dropped: dict[str, tuple[Example, ...]]
+    forms: tuple[dict[str, tuple[str, ...]], ...]
+
+    @property
+    def test(self) -> tuple[Example, ...]:
+        """The composed task's test queries."""
+        return self.splits[COMPOSED].test
+
+    def fingerprint(self, task: str) -> str:
+        """sha256[:16] of the task's training and validation examples (part of every cache key)."""
+        s = self.splits[task]
+        payload = [[asdict(e) for e in s.train], [asdict(e) for e in s.validation], [asdict(e) for e in s.test]]
+        return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _pair_forms() -> dict[str, dict[str, tuple[str, ...]]]:
+    """English masculine noun -> {form: spellings} for every pair (all splits)."""
+    en_fr = load_splits(EN_FR, seed=0, n_train=10**6, n_val=10**6)
+    mf = load_splits(MASC_FEM, seed=0, n_train=10**6, n_val=10**6)
+    french = {e.input: (e.output, *e.alternatives) for s in (en_fr.train, en_fr.validation, en_fr.test) for e in s}
+    out = {}
+    for e in (*mf.train, *mf.validation, *mf.test):
+        out[e.input] = {
+            "english_masc": (e.input,), "english_fem": (e.output,),
+            "french_masc": french[e.input], "french_fem": french[e.output],
+        }
+    return out
+
+
+def composition_data(profile: Profile) -> CompositionData:
+    """The three tasks' splits at the profile's sizes (split seed 0), cleaned of test words (see module doc).
+
+    Raises:
+        LeakError: a test word is left in some training or validation split (never expected: this is the
+            assertion that the filtering worked).
+    """
+    full = {t: load_splits(t, seed=0, n_train=profile.n_train, n_val=profile.n_val) for t in TASKS}
+    banned: set[str] = set()
+    for s in full.values():  # the whole test splits, not only the first n_test queries
+        for e in s.test:
+            banned |= example_words(e)
+    splits, dropped = {}, {}
+    for t, s in full.items():
+        keep_train = tuple(e for e in s.train if not example_words(e) & banned)
+        keep_val = tuple(e for e in s.validation if not example_words(e) & banned)
+        dropped[t] = tuple(e for e in (*s.train, *s.validation) if example_words(e) & banned)
+        test = profile_splits(t, profile).test if t == COMPOSED else s.test
+        splits[t] = TaskSplits(s.task, keep_train, keep_val, test, s.seed)
+    pairs = _pair_forms()
+    forms = tuple(pairs[e.input] for e in splits[COMPOSED].test)
+    for e, f in zip(splits[COMPOSED].test, forms):
+        if e.output not in f["french_fem"]:
+            raise ValueError(f"composed answer {e.output!r} of {e.input!r} is not the pair's French feminine {f}")
+    data = CompositionData(splits, frozenset(banned), dropped, forms)
+    check_no_leak(data)
+    return data
+
+
+def check_no_leak(data: CompositionData, demo_pool: Sequence[Example] = ()) -> None:
+    """Raises :class:`LeakError` naming the first training/validation example (or demonstration) that contains
+    a word of a test query's pair."""
+    test_words: set[str] = set()
+    for e, f in zip(data.test, data.forms):
+        test_words |= example_words(e)
+        for spellings in f.values():
+            for s in spellings:
+                test_words |= words(s)
+    if not test_words <= data.banned:
+        raise LeakError(f"test words {sorted(test_words - data.banned)} are not banned")
+    for task, s in data.splits.items():
+        for split, examples in (("train", s.train), ("validation", s.validation)):
+            for e in examples:
+                if example_words(e) & data.banned:
+                    raise LeakError(f"{task} {split} example {e.input!r} -> {e.output!r} contains test words "
+                                    f"{sorted(example_words(e) & data.banned)}")
+    for e in demo_pool:
+        if example_words(e) & data.banned:
+            raise LeakError(f"demonstration {e.input!r} -> {e.output!r} contains test words")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Vectors
+# --------------------------------------------------------------------------------------------------------
+
+
+def composition_ltv(
+    lm: Any, task: str, profile: Profile, data: CompositionData, *, seed: int = 0, progress: bool = False
+) -> LearnedTaskVector:
+    """The middle-layer, last-position LTV of ``task`` trained on the cleaned splits (cached).
+
+    Vectors live in ``<cache>/vectors/ltv-composition/<key>.safetensors``; the key holds the model, task,
+    site, recipe, seed, the cleaned data's fingerprint and the source of this module.
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown composition task {task!r}; allowed: {', '.join(TASKS)}")
+    check_no_leak(data)
+    layer = lm.middle_layer
+    key = {"model": lm.name, "task": task, "layers": [layer], "positions": [-1], "config": asdict(profile.recipe),
+           "seed": seed, "data": data.fingerprint(task), "source": source_hash(*OWN_MODULES)}
+    path = cache_path("ltv-composition", key, ".safetensors")
+    if path.exists():
+        return LearnedTaskVector.load(path)
+    ltv = train_ltv(lm, task, layers=[layer], recipe=profile.recipe, seed=seed, splits=data.splits[task],
+                    progress=progress)
+    ltv.save(path)
+    return ltv
+
+
+def combine(ltvs: Sequence[LearnedTaskVector], scales: Sequence[float]) -> list[VectorEdit]:
+    """``sum_i scales[i] * ltvs[i]`` as one edit per site (all LTVs must sit at the same sites)."""
+    if len(ltvs) != len(scales) or not ltvs:
+        raise ValueError(f"need one scale per vector, got {len(scales)} scales for {len(ltvs)} vectors")
+    sites = {(v.layers, v.positions) for v in ltvs}
+    if len(sites) != 1:
+        raise ValueError(f"vectors at different sites cannot be summed: {sorted(sites)}")
+    total = sum(float(a) * v.vectors.float() for a, v in zip(scales, ltvs))
+    return [VectorEdit(e.layer, e.position, row) for e, row in zip(ltvs[0].edits(), total)]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Scoring
+# --------------------------------------------------------------------------------------------------------
+
+
+class FormScorer:
+    """The composed task's test queries as prompts (zero-shot, or ``shots`` composed demonstrations each).
+
+    Args:
+        lm: the model.
+        data: :func:`composition_data`'s output.
+        shots: demonstrations per prompt, drawn per query (seeded) from the cleaned composed training split.
+        seed: seeds the demonstration draw.
+    """
+
+    def __init__(self, lm: Any, data: CompositionData, *, shots: int = 0, seed: int = 0) -> None:
+        self.lm, self.data = lm, data
+        self.task = get_task(COMPOSED)
+        self.examples = list(data.test)
+        pool = data.splits[COMPOSED].train
+        demos = None
+        if shots:
+            check_no_leak(data, pool)
+            rng = random.Random(f"composition-demos-{seed}")
+            demos = [sample_demos(pool, shots, rng, exclude=e.input) for e in self.examples]
+        self.prompts = encode_prompts(lm.tokenizer, self.task, self.examples, demos=demos)
+        self.runner = PromptRunner(lm, self.prompts, tail=1, cache_rows=True)
+        tok = lm.tokenizer
+        self.gold_first = [ids[0] for ids in answer_ids(tok, self.task, [e.output for e in self.examples])]
+        self.accepted_first = [
+            {ids[0] for ids in answer_ids(tok, self.task, [e.output, *e.alternatives])} for e in self.examples
+        ]
+
+    @torch.no_grad()
+    def form_logprobs(self, edits: Sequence[VectorEdit] = ()) -> dict[str, list[float]]:
+        """Per form, per query: the highest total log-probability over the form's spellings as the answer."""
+        tok = self.lm.tokenizer
+        out = {}
+        for form in FORMS:
+            best = [float("-inf")] * len(self.examples)
+            n_spellings = max(len(f[form]) for f in self.data.forms)
+            for j in range(n_spellings):
+                index = [i for i, f in enumerate(self.data.forms) if len(f[form]) > j]
+                answers = answer_ids(tok, self.task, [self.data.forms[i][form][j] for i in index])
+                logits, valid = self.runner.run(index, edits, answers=answers)
+                n = logits.shape[1]
+                target = torch.tensor([a + [0] * (n - len(a)) for a in answers], device=logits.device)
+                logp = logits.float().log_softmax(-1).gather(-1, target[..., None])[..., 0]
+                totals = (logp * valid).sum(-1).tolist()
+                for i, v in zip(index, totals):
+                    best[i] = max(best[i], v)
+            out[form] = best
+        return out
+
+    @torch.no_grad()
+    def score(self, edits: Sequence[VectorEdit] = ()) -> dict[str, Any]:
+        """Scores of the prompts with ``edits`` injected (see the module docstring).
+
+        Returns:
+            ``{"accuracy", "accepted_accuracy", "form_choice": {form: share}, "n", "predicted": [top-1 token per
+            query], "chosen": [form per query]}``.
+        """
+        logits, _ = self.runner.run(list(range(len(self.examples))), edits)
+        top = logits[:, -1].float().argmax(-1).tolist()
+        n = len(top)
+        lp = self.form_logprobs(edits)
+        chosen = []
+        for i in range(n):
+            # identical strings get identical scores; the first form in FORMS wins the tie
+            best = max(FORMS, key=lambda f: (lp[f][i], -FORMS.index(f)))
+            chosen.append(best)
+        return {
+            "accuracy": sum(t == g for t, g in zip(top, self.gold_first)) / n,
+            "accepted_accuracy": sum(t in a for t, a in zip(top, self.accepted_first)) / n,
+            "form_choice": {f: chosen.count(f) / n for f in FORMS},
+            "n": n,
+            "predicted": [self.lm.tokenizer.decode([t]) for t in top],
+            "chosen": chosen,
+        }
+
+
+def first_token_clashes(lm: Any, data: CompositionData) -> list[dict[str, str]]:
+    """Test queries whose gold French feminine starts with the same token as another form of the pair (the
+    book's first-token metric cannot tell those forms apart)."""
+    task, tok = get_task(COMPOSED), lm.tokenizer
+    out = []
+    for e, f in zip(data.test, data.forms):
+        gold = answer_ids(tok, task, [e.output])[0][0]
+        for form in FORMS[1:]:
+            firsts = {ids[0] for ids in answer_ids(tok, task, list(f[form]))}
+            if gold in firsts:
+                out.append({"query": e.input, "gold": e.output, "form": form, "other": f[form][0],
+                            "token": tok.decode([gold])})
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# The experiment
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompositionSizes:
+    """What the composition experiment covers in one profile.
+
+    Attributes:
+        seeds: seeds of the three LTVs (vectors of one seed are combined; ICL draws its demonstrations with it).
+        scales: the grid of ``a`` (English->French) and ``b`` (masculine->feminine) in ``a * v1 + b * v2``.
+        icl_shots: demonstration counts of the ICL references (composed demonstrations).
+    """
+
+    seeds: tuple[int, ...]
+    scales: tuple[float, ...]
+    icl_shots: tuple[int, ...]
+
+
+COMPOSITION_SIZES: dict[str, CompositionSizes] = {
+    "smoke": CompositionSizes(seeds=(0,), scales=(0.5, 1.0, 2.0), icl_shots=(2,)),
+    "cpu": CompositionSizes(seeds=(0, 1, 2), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
+    "paper": CompositionSizes(seeds=(0, 1, 2, 3, 4), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
+}
+"""Per profile. The three tasks have 40-80 training queries of 5-10 tokens, so their LTVs are cheap: every
+profile but ``smoke`` trains them with several seeds."""
+
+
+def composition_sizes(profile: Profile) -> CompositionSizes:
+    """The :data:`COMPOSITION_SIZES` entry of ``profile`` (the ``cpu`` one for other profiles)."""
+    return COMPOSITION_SIZES.get(profile.name, COMPOSITION_SIZES["cpu"])
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double().flatten(), b.double().flatten()
+    return float(a @ b / (a.norm() * b.norm()).clamp_min(1e-12))
+
+
+def composition_result(
+    lm: Any, profile: Profile, sizes: CompositionSizes, *, seed: int = 0, progress: bool = False
+) -> dict[str, Any]:
+    """Every method on the composed task's test queries, for one seed (cached).
+
+    Methods: ``zero-shot``; ``{k}-shot ICL`` (composed demonstrations); ``EN->FR`` and ``M->F`` (each component
+    LTV alone); ``EN->FR + M->F`` (their sum); ``composed LTV`` (trained directly on the composed task, the
+    upper reference). ``grid`` holds ``a * EN->FR + b * M->F`` for every pair of ``sizes.scales``.
+
+    Returns:
+        ``{"methods": {name: FormScorer.score(...)}, "grid": [{"a", "b", **score}], "vectors": {task: {norm,
+        steps, val_accuracy, n_train, n_val}}, "cosine": {...}, "seed"}``.
+    """
+    data = composition_data(profile)
+    key = {"what": "composition", "model": lm.name, "seed": seed, "sizes": asdict(sizes),
+           "recipe": asdict(profile.recipe), "data": {t: data.fingerprint(t) for t in TASKS},
+           "layer": lm.middle_layer, "source": source_hash(*OWN_MODULES)}
+
+    def compute() -> dict[str, Any]:
+        ltvs = {t: composition_ltv(lm, t, profile, data, seed=seed, progress=progress) for t in TASKS}
+        zs = FormScorer(lm, data)
+        methods: dict[str, Any] = {"zero-shot": zs.score()}
+        for k in sizes.icl_shots:
+            methods[f"{k}-shot ICL"] = FormScorer(lm, data, shots=k, seed=seed).score()
+        enfr, mf, comp = ltvs[EN_FR], ltvs[MASC_FEM], ltvs[COMPOSED]
+        methods["EN->FR"] = zs.score(enfr.edits())
+        methods["M->F"] = zs.score(mf.edits())
+        methods["EN->FR + M->F"] = zs.score(combine([enfr, mf], [1.0, 1.0]))
+        methods["composed LTV"] = zs.score(comp.edits())
+        grid = [{"a": a, "b": b, **zs.score(combine([enfr, mf], [a, b]))} for a in sizes.scales for b in sizes.scales]
+        v = {t: ltvs[t].vectors[0].float() for t in TASKS}
+        return {
+            "seed": seed,
+            "methods": methods,
+            "grid": grid,
+            "vectors": {t: {"norm": float(v[t].norm()), "steps": ltvs[t].steps, "val_accuracy": ltvs[t].best_val_accuracy,
+                            "n_train": len(data.splits[t].train), "n_val": len(data.splits[t].validation)}
+                        for t in TASKS},
+            "cosine": {"composed, EN->FR + M->F": _cos(v[COMPOSED], v[EN_FR] + v[MASC_FEM]),
+                       "composed, EN->FR": _cos(v[COMPOSED], v[EN_FR]),
+                       "composed, M->F": _cos(v[COMPOSED], v[MASC_FEM]),
+                       "EN->FR, M->F": _cos(v[EN_FR], v[MASC_FEM])},
+        }
+
+    return cached_json("composition", key, compute)

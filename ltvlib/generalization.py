@@ -1,0 +1,349 @@
+"""LTVs across tasks: similarity of vectors trained with several seeds, 2-D projections, cross-task transfer.
+
+Every vector here is the paper's baseline LTV: one vector ``(d_model,)`` *added* to the residual stream entering
+the middle block ``L // 2`` at the last prompt position, trained on zero-shot prompts
+(:func:`ltvlib.experiments.profile_ltv`, the same cache entries as chapter 0; seed 0 is chapter 0's vector).
+Seeds change the initialisation and the order in which training queries are drawn, never the data split.
+
+- :func:`task_vectors` trains (or reads back) the LTVs of several tasks and seeds; :func:`stack_vectors`,
+  :func:`cosine_matrix` and :func:`similarity_summary` compare them; :func:`initial_vectors` rebuilds each
+  vector's random starting point, so the part of a vector that training added can be compared too.
+- :func:`pca_2d` and :func:`tsne_2d` project the vectors to two dimensions (t-SNE needs scikit-learn, an
+  optional dependency; without it :func:`tsne_2d` returns ``None``).
+- :func:`transfer_accuracy` injects the LTV of task A (at its own site) into the zero-shot test prompts of
+  task B and scores it against B's gold answers with the book's metric (top-1 token over the whole vocabulary
+  equals the first token of the gold answer; label-restricted accuracy beside it when B is a classification
+  task). Results are cached per (vector, target task, test set) with the source of this module in the key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .cache import cached_json, source_hash
+from .evaluate import EvalSet, evaluate
+from .experiments import profile_ltv, profile_splits
+from .ltv import LearnedTaskVector
+from .profiles import Profile
+from .prompts import encode_prompts
+from .tasks import PAPER_TASKS, get_task
+
+#: The paper's cross-task transfer number: the SNLI-trained LTV evaluated on RTE (Llama-3.1-8B), in %.
+PAPER_SNLI_TO_RTE = 46.21
+
+# Result keys carry this module's source (the core modules are covered by ltvlib.cache.code_version).
+OWN_MODULES = ("generalization.py", "experiments.py")
+
+
+@dataclass(frozen=True)
+class GeneralizationSizes:
+    """What the generalisation study covers in one profile.
+
+    Attributes:
+        tasks: tasks whose LTVs are compared and crossed (rows and columns of the transfer matrix).
+        seeds: LTV seeds of every task (seed 0 is chapter 0's vector) ...
+        fewer_seeds: ... except these ``(task, seeds)`` pairs (tasks whose vectors cost most to train).
+        transfer_seeds: source seeds crossed with every target task (each must be trained for every task).
+    """
+
+    tasks: tuple[str, ...]
+    seeds: tuple[int, ...]
+    fewer_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    transfer_seeds: tuple[int, ...] = (0,)
+
+    def __post_init__(self) -> None:
+        for name in (*self.tasks, *(t for t, _ in self.fewer_seeds)):
+            get_task(name)  # fails naming the allowed tasks
+        if not self.seeds or not all(s for _, s in self.fewer_seeds):
+            raise ValueError("every task needs at least one seed")
+        for t in self.tasks:
+            missing = set(self.transfer_seeds) - set(self.seeds_of(t))
+            if missing:
+                raise ValueError(f"transfer seeds {sorted(missing)} are not trained for task {t!r}")
+
+    def seeds_of(self, task: str) -> tuple[int, ...]:
+        """The seeds whose LTVs are trained for ``task``."""
+        return dict(self.fewer_seeds).get(task, self.seeds)
+
+    def shifted(self, offset: int) -> GeneralizationSizes:
+        """Every seed plus ``offset`` (a run with ``seed=offset`` starts its seeds there)."""
+        return replace(
+            self, seeds=tuple(s + offset for s in self.seeds),
+            fewer_seeds=tuple((t, tuple(s + offset for s in ss)) for t, ss in self.fewer_seeds),
+            transfer_seeds=tuple(s + offset for s in self.transfer_seeds),
+        )
+
+
+GENERALIZATION_SIZES: dict[str, GeneralizationSizes] = {
+    "smoke": GeneralizationSizes(tasks=("antonym", "sst2", "snli", "rte"), seeds=(0, 1), fewer_seeds=(("rte", (0,)),)),
+    "cpu": GeneralizationSizes(tasks=PAPER_TASKS, seeds=(0, 1, 2),
+                               fewer_seeds=(("sst2", (0, 1)), ("snli", (0, 1)), ("rte", (0,)))),
+    "paper": GeneralizationSizes(tasks=PAPER_TASKS, seeds=(0, 1, 2, 3, 4)),
+}
+"""Per profile. ``cpu``: chapter 0 has already trained every task's seed-0 vector, so the cost here is the
+extra seeds, the 42 off-diagonal transfer evaluations and the composition vectors (:mod:`ltvlib.composition`).
+Measured in chapter 0's ``cpu`` run on two CPU cores, one middle-layer LTV costs 30-80 s for the short-prompt
+tasks (Capital, Capitalize, Antonym, TREC: 6-15 tokens per zero-shot prompt), about 110 s for SST-2 and SNLI
+(30-40 tokens) and 377 s for RTE (82 tokens on average, up to 300): almost all of it the one pass that caches
+each query's prefix, which a later seed of the same task in the same process mostly reuses. So the short tasks
+get three seeds, SST-2 and SNLI two, and RTE keeps chapter 0's single vector (a second one alone would take
+40 % of the chapter's 15 minutes). ``smoke`` keeps SNLI and RTE so the SNLI -> RTE cell runs."""
+
+
+def generalization_sizes(profile: Profile) -> GeneralizationSizes:
+    """The :data:`GENERALIZATION_SIZES` entry of ``profile`` (the profile's tasks, seeds 0-2, otherwise)."""
+    if profile.name in GENERALIZATION_SIZES:
+        return GENERALIZATION_SIZES[profile.name]
+    return GeneralizationSizes(tasks=profile.tasks, seeds=(0, 1, 2))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Vectors
+# --------------------------------------------------------------------------------------------------------
+
+
+def task_vectors(
+    lm: Any, profile: Profile, sizes: GeneralizationSizes, *, progress: bool = False
+) -> dict[tuple[str, int], LearnedTaskVector]:
+    """The middle-layer, last-position LTV of every task and seed of ``sizes``, keyed ``(task, seed)``.
+
+    Seeds of one task are trained one after the other, so the training prompts' cached prefixes (kept in
+    memory by :mod:`ltvlib.ltv`) serve every seed.
+    """
+    out = {}
+    for task in sizes.tasks:
+        for seed in sizes.seeds_of(task):
+            out[(task, seed)] = profile_ltv(lm, task, profile, layers=[lm.middle_layer], seed=seed, progress=progress)
+    return out
+
+
+def single_site_vector(ltv: LearnedTaskVector) -> Tensor:
+    """The ``(d_model,)`` vector of a one-site LTV; ``ValueError`` for an LTV with several sites."""
+    if ltv.vectors.shape[0] != 1:
+        raise ValueError(
+            f"LTV of {ltv.task!r} has {ltv.vectors.shape[0]} sites (layers {ltv.layers}, positions "
+            f"{ltv.positions}); this comparison needs one vector"
+        )
+    return ltv.vectors[0].float()
+
+
+def stack_vectors(ltvs: Mapping[tuple[str, int], LearnedTaskVector]) -> tuple[list[tuple[str, int]], Tensor]:
+    """The keys in order and their vectors as rows of one ``(n, d_model)`` float32 matrix.
+
+    Raises:
+        ValueError: the vectors sit at different sites (comparing them would mean nothing).
+    """
+    keys = list(ltvs)
+    sites = {(ltvs[k].layers, ltvs[k].positions) for k in keys}
+    if len(sites) != 1:
+        raise ValueError(f"vectors at different sites cannot be compared: {sorted(sites)}")
+    return keys, torch.stack([single_site_vector(ltvs[k]) for k in keys])
+
+
+def initial_vectors(ltv: LearnedTaskVector) -> Tensor:
+    """The random vectors an LTV started from, ``(n_sites, d_model)``.
+
+    :func:`ltvlib.ltv.train_ltv` draws them as ``U(-r, r)`` from ``torch.Generator().manual_seed(seed)``
+    with ``r = config.init_range`` (its first random draw); ``tests/test_generalization.py`` checks that this
+    matches by training with a zero learning rate.
+    """
+    gen = torch.Generator().manual_seed(ltv.seed)
+    n, d = ltv.vectors.shape
+    return (torch.rand(n, d, generator=gen) * 2 - 1) * ltv.config.init_range
+
+
+def cosine_matrix(x: Tensor) -> Tensor:
+    """Cosine similarity between the rows of ``x`` ``(n, d)``: ``(n, n)``, float64."""
+    x = x.double()
+    unit = x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return unit @ unit.T
+
+
+def similarity_summary(groups: Sequence[str], cos: Tensor) -> dict[str, Any]:
+    """How vectors of one group (task) resemble each other against vectors of other groups.
+
+    Args:
+        groups: the group of each row of ``cos``.
+        cos: ``(n, n)`` similarity matrix.
+
+    Returns:
+        ``within`` (mean over pairs of distinct vectors of the same group; NaN if no group has two),
+        ``across`` (mean over pairs of different groups), ``within_by_group`` ``{group: mean}`` (groups with
+        at least two vectors), ``nearest_same_group`` (fraction of vectors whose most similar *other* vector
+        is of their own group, among groups with at least two vectors; chance is about (k - 1) / (n - 1)).
+    """
+    n = len(groups)
+    if cos.shape != (n, n):
+        raise ValueError(f"cos has shape {tuple(cos.shape)}, expected ({n}, {n})")
+    c = cos.double().cpu()
+    within, across = [], []
+    by_group: dict[str, list[float]] = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            if groups[i] == groups[j]:
+                within.append(float(c[i, j]))
+                by_group.setdefault(groups[i], []).append(float(c[i, j]))
+            else:
+                across.append(float(c[i, j]))
+    counts = Counter(groups)
+    hits, total = 0, 0
+    for i in range(n):
+        if counts[groups[i]] < 2:
+            continue
+        others = c[i].clone()
+        others[i] = -math.inf
+        hits += groups[int(others.argmax())] == groups[i]
+        total += 1
+    return {
+        "within": float(np.mean(within)) if within else math.nan,
+        "across": float(np.mean(across)) if across else math.nan,
+        "within_by_group": {g: float(np.mean(v)) for g, v in by_group.items()},
+        "nearest_same_group": hits / total if total else math.nan,
+    }
+
+
+def pca_2d(x: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``x`` ``(n, d)`` projected on their first two principal components.
+
+    Returns:
+        ``coords (n, 2)`` and the fraction of the variance each of the two components explains ``(2,)``.
+        The sign of each component is fixed (largest absolute loading positive), so equal inputs give equal
+        plots.
+    """
+    a = x.double().cpu().numpy()
+    a = a - a.mean(0, keepdims=True)
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    k = min(2, len(s))
+    for i in range(k):
+        if vt[i, np.argmax(np.abs(vt[i]))] < 0:
+            u[:, i], vt[i] = -u[:, i], -vt[i]
+    coords = np.zeros((a.shape[0], 2))
+    coords[:, :k] = u[:, :k] * s[:k]
+    var = s**2
+    ratio = np.zeros(2)
+    ratio[:k] = var[:k] / var.sum() if var.sum() > 0 else 0.0
+    return coords, ratio
+
+
+def tsne_available() -> bool:
+    """Whether scikit-learn (for t-SNE) can be imported."""
+    try:
+        import sklearn.manifold  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def tsne_2d(x: Tensor, *, seed: int = 0, perplexity: float | None = None) -> np.ndarray | None:
+    """t-SNE of the rows of ``x`` on cosine distances (scikit-learn), or ``None`` without scikit-learn.
+
+    ``perplexity`` defaults to ``min(5, (n - 1) / 3)``: t-SNE needs it below the number of points, and with a
+    few vectors per task a small neighbourhood is the one that matters.
+    """
+    if not tsne_available():
+        return None
+    from sklearn.manifold import TSNE
+
+    n = x.shape[0]
+    if n < 3:
+        raise ValueError(f"t-SNE needs at least 3 vectors, got {n}")
+    perplexity = perplexity if perplexity is not None else max(1.0, min(5.0, (n - 1) / 3))
+    model = TSNE(n_components=2, perplexity=perplexity, metric="cosine", init="pca", random_state=seed)
+    return model.fit_transform(x.double().cpu().numpy())
+
+
+# --------------------------------------------------------------------------------------------------------
+# Cross-task transfer
+# --------------------------------------------------------------------------------------------------------
+
+
+def shared_labels(source: str, target: str) -> tuple[str, ...]:
+    """Label words that the source and target tasks share (empty unless both are classification tasks)."""
+    s, t = get_task(source), get_task(target)
+    if s.labels is None or t.labels is None:
+        return ()
+    return tuple(label for label in t.labels if label in s.labels)
+
+
+# The targets' test prompts with their cached prefixes; one target's set is evaluated with every source vector
+# in turn, so only the last one is kept.
+_TARGET_SETS: dict[tuple, EvalSet] = {}
+
+
+def _target_set(lm: Any, target: str, profile: Profile, layer: int) -> EvalSet:
+    splits = profile_splits(target, profile)
+    key = (id(lm.model), target, splits.test, layer)
+    if key not in _TARGET_SETS:
+        _TARGET_SETS.clear()
+        task = get_task(target)
+        # Shortest prompts first, so a batch pads little (RTE prompts run from 20 to 300 tokens); accuracy and
+        # the prediction counts do not depend on the order.
+        lengths = [len(r) for r in encode_prompts(lm.tokenizer, task, splits.test).rows]
+        ordered = [splits.test[i] for i in sorted(range(len(lengths)), key=lengths.__getitem__)]
+        # Keys/values from the injection block on (the blocks before it are unaffected by the vector), with
+        # room for every prompt of the longest tasks: each row's prefix is computed once, then every vector
+        # costs one single-token pass from the injection block.
+        _TARGET_SETS[key] = EvalSet(lm, task, ordered, tail=1, cache_rows=True, max_cache_bytes=2 * 2**30,
+                                    first_layer=layer)
+    return _TARGET_SETS[key]
+
+
+def _top_predictions(predicted: Sequence[str], k: int = 3) -> list[list[Any]]:
+    n = len(predicted)
+    return [[tok, count / n] for tok, count in Counter(predicted).most_common(k)]
+
+
+def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, profile: Profile) -> dict[str, Any]:
+    """Accuracy of ``ltv`` (trained on its own task) injected as trained into ``target``'s zero-shot test prompts.
+
+    The vector is added at its own sites (block input of its layer, its positions); the prompts, gold
+    answers and metric are the target's. On the diagonal (``target == ltv.task``) the number equals
+    :func:`ltvlib.experiments.ltv_accuracy` (tested); it is computed here on the same cached prompts as the
+    rest of the target's column rather than read from that function's cache, since those prompts must be run
+    for the other sources anyway.
+
+    Returns:
+        ``{"accuracy", "label_accuracy" (None for a generation target), "n", "top_predictions": [[token,
+        share], ...] (the three most frequent top-1 tokens), "source", "seed", "target"}``.
+    """
+    get_task(target)
+    if ltv.positions != (-1,):
+        raise ValueError(f"transfer evaluates last-position LTVs; this one sits at positions {ltv.positions}")
+    splits = profile_splits(target, profile)
+    key = {"what": "ltv-transfer", "model": lm.name, "target": target, "n_test": len(splits.test),
+           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "source": source_hash(*OWN_MODULES)}
+
+    def compute() -> dict[str, Any]:
+        es = _target_set(lm, target, profile, min(ltv.layers))
+        r = evaluate(es, ltv.edits())
+        return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n,
+                "top_predictions": _top_predictions(r.predicted), "source": ltv.task, "seed": ltv.seed,
+                "target": target}
+
+    return cached_json("ltv-transfer", key, compute)
+
+
+def transfer_matrix(
+    lm: Any, ltvs: Mapping[tuple[str, int], LearnedTaskVector], profile: Profile, sizes: GeneralizationSizes,
+) -> list[dict[str, Any]]:
+    """:func:`transfer_accuracy` of every ``sizes.transfer_seeds`` vector of every task on every task, and of
+    every trained seed on its own task.
+
+    Loops target-major so each target's prompt prefixes are computed once for all the vectors evaluated on it.
+    """
+    rows = []
+    for target in sizes.tasks:
+        for source in sizes.tasks:
+            seeds = sizes.seeds_of(source) if source == target else sizes.transfer_seeds
+            for seed in seeds:
+                rows.append(transfer_accuracy(lm, ltvs[(source, seed)], target, profile))
+    return rows

@@ -1,0 +1,165 @@
+"""ltvlib.generalization: sizes, similarity statistics, projections, the LTV's starting point, transfer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ltvlib import generalization as gen
+from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.experiments import ltv_accuracy, profile_splits
+from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector, train_ltv, with_config
+from ltvlib.profiles import get_profile
+from ltvlib.tasks import PAPER_TASKS, load_splits
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def fake_ltv(lm, task: str, seed: int, scale: float = 3.0, layer: int | None = None) -> LearnedTaskVector:
+    g = torch.Generator().manual_seed(1000 + seed + 17 * len(task))
+    vec = torch.randn(1, lm.d_model, generator=g) * scale
+    layer = lm.middle_layer if layer is None else layer
+    return LearnedTaskVector(vec, (layer,), (-1,), lm.name, task, "fast", seed, 0, FAST_RECIPE)
+
+
+def test_sizes_cover_the_paper_tasks_and_reuse_chapter_0s_seed():
+    cpu = gen.generalization_sizes(get_profile("cpu"))
+    assert cpu.tasks == PAPER_TASKS
+    assert all(0 in cpu.seeds_of(t) for t in cpu.tasks)
+    assert all(len(cpu.seeds_of(t)) >= 2 for t in cpu.tasks if t != "rte")
+    assert cpu.seeds_of("antonym") == (0, 1, 2) and cpu.seeds_of("snli") == (0, 1) and cpu.seeds_of("rte") == (0,)
+    paper = gen.generalization_sizes(get_profile("paper"))
+    assert all(len(paper.seeds_of(t)) == 5 for t in paper.tasks)
+    smoke = gen.generalization_sizes(get_profile("smoke"))
+    assert {"snli", "rte"} <= set(smoke.tasks)
+    shifted = cpu.shifted(10)
+    assert shifted.seeds_of("antonym") == (10, 11, 12) and shifted.seeds_of("rte") == (10,)
+    assert shifted.transfer_seeds == (10,)
+    with pytest.raises(ValueError, match="not trained"):
+        gen.GeneralizationSizes(tasks=("antonym",), seeds=(0,), transfer_seeds=(0, 1))
+    with pytest.raises(ValueError, match="not trained"):
+        gen.GeneralizationSizes(tasks=("antonym",), seeds=(0,), fewer_seeds=(("antonym", (1,)),))
+    with pytest.raises(ValueError, match="unknown task"):
+        gen.GeneralizationSizes(tasks=("nope",), seeds=(0,))
+
+
+def test_similarity_summary_of_two_clear_clusters():
+    e = torch.eye(4)
+    x = torch.stack([e[0], e[0] + 0.1 * e[2], e[1], e[1] + 0.1 * e[3], e[2]])
+    groups = ["a", "a", "b", "b", "c"]
+    cos = gen.cosine_matrix(x)
+    torch.testing.assert_close(cos.diagonal(), torch.ones(5, dtype=torch.float64))
+    s = gen.similarity_summary(groups, cos)
+    within = 1 / math.sqrt(1.01)
+    assert s["within"] == pytest.approx(within)
+    assert s["within_by_group"] == pytest.approx({"a": within, "b": within})
+    # across pairs: (a0,a1) vs (b0,b1): 0; a1-c: 0.1/sqrt(1.01); everything else 0
+    assert s["across"] == pytest.approx((0.1 / math.sqrt(1.01)) / 8)
+    assert s["nearest_same_group"] == 1.0  # the lone "c" is not counted
+    mixed = gen.similarity_summary(["a", "b", "a", "b", "c"], cos)
+    assert mixed["nearest_same_group"] == 0.0 and mixed["within"] == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="shape"):
+        gen.similarity_summary(groups[:3], cos)
+
+
+def test_pca_recovers_a_plane_and_is_deterministic():
+    g = torch.Generator().manual_seed(0)
+    basis = torch.linalg.qr(torch.randn(20, 2, generator=g))[0]  # (20, 2) orthonormal
+    coef = torch.randn(12, 2, generator=g) * torch.tensor([5.0, 1.0])
+    x = coef @ basis.T + 3.0
+    coords, ratio = gen.pca_2d(x)
+    assert ratio.sum() == pytest.approx(1.0) and ratio[0] > ratio[1]
+    # distances between points are preserved exactly by the projection onto their own plane
+    d_in = torch.cdist(x.double(), x.double()).numpy()
+    d_out = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
+    np.testing.assert_allclose(d_out, d_in, atol=1e-8)
+    np.testing.assert_array_equal(gen.pca_2d(x)[0], coords)
+    one, r1 = gen.pca_2d(torch.ones(1, 5))
+    assert one.shape == (1, 2) and r1.tolist() == [0.0, 0.0]
+
+
+def test_tsne_is_none_without_scikit_learn(monkeypatch):
+    monkeypatch.setattr(gen, "tsne_available", lambda: False)
+    assert gen.tsne_2d(torch.randn(6, 4)) is None
+
+
+def test_tsne_gives_two_coordinates_per_vector():
+    pytest.importorskip("sklearn")
+    x = torch.cat([torch.randn(4, 8) + 5 * torch.eye(8)[0], torch.randn(4, 8) - 5 * torch.eye(8)[0]])
+    coords = gen.tsne_2d(x, seed=0)
+    assert coords.shape == (8, 2)
+    np.testing.assert_allclose(gen.tsne_2d(x, seed=0), coords)
+
+
+def test_stack_vectors_needs_one_site(llama):
+    a, b = fake_ltv(llama, "antonym", 0), fake_ltv(llama, "capital", 0)
+    keys, x = gen.stack_vectors({("antonym", 0): a, ("capital", 0): b})
+    assert keys == [("antonym", 0), ("capital", 0)] and x.shape == (2, llama.d_model)
+    with pytest.raises(ValueError, match="different sites"):
+        gen.stack_vectors({("antonym", 0): a, ("capital", 0): fake_ltv(llama, "capital", 0, layer=0)})
+    two = LearnedTaskVector(torch.zeros(2, llama.d_model), (0, 1), (-1,), llama.name, "antonym", "fast", 0, 0,
+                            FAST_RECIPE)
+    with pytest.raises(ValueError, match="2 sites"):
+        gen.single_site_vector(two)
+
+
+def test_initial_vectors_are_train_ltvs_starting_point(llama):
+    splits = load_splits("antonym", n_train=16, n_val=8)
+    frozen = with_config(FAST_RECIPE, lr=0.0, epochs=1, samples_per_epoch=16)
+    for seed in (0, 3):
+        ltv = train_ltv(llama, "antonym", layers=[1], recipe=frozen, seed=seed, splits=splits, progress=False)
+        torch.testing.assert_close(gen.initial_vectors(ltv), ltv.vectors)
+
+
+def test_shared_labels():
+    assert gen.shared_labels("snli", "rte") == ("True", "False")
+    assert gen.shared_labels("sst2", "rte") == ()
+    assert gen.shared_labels("antonym", "rte") == () and gen.shared_labels("rte", "antonym") == ()
+
+
+def test_transfer_on_the_diagonal_equals_ltv_accuracy(llama, cache):
+    prof = get_profile("smoke")
+    ltv = fake_ltv(llama, "sst2", 0, scale=20.0)
+    own = ltv_accuracy(llama, ltv, prof)
+    r = gen.transfer_accuracy(llama, ltv, "sst2", prof)
+    assert r["accuracy"] == own["accuracy"] and r["label_accuracy"] == own["label_accuracy"] and r["n"] == own["n"]
+
+
+def test_transfer_is_the_targets_evaluation_with_the_sources_vector(llama, cache):
+    prof = get_profile("smoke")
+    ltv = fake_ltv(llama, "antonym", 1, scale=20.0)
+    r = gen.transfer_accuracy(llama, ltv, "sst2", prof)
+    # an independent evaluation: full forwards over the whole prompt, nothing cached
+    es = EvalSet(llama, "sst2", profile_splits("sst2", prof).test, tail=None, cache_rows=False)
+    ref = evaluate(es, ltv.edits())
+    assert r["accuracy"] == ref.accuracy and r["label_accuracy"] == ref.label_accuracy
+    assert r["n"] == len(profile_splits("sst2", prof).test)
+    assert sum(share for _, share in r["top_predictions"]) <= 1.0
+    assert r["source"] == "antonym" and r["target"] == "sst2" and r["seed"] == 1
+    again = gen.transfer_accuracy(llama, ltv, "sst2", prof)
+    assert again == r and len(list((cache / "results" / "ltv-transfer").glob("*.json"))) == 1
+    gen_target = gen.transfer_accuracy(llama, ltv, "capital", prof)
+    assert gen_target["label_accuracy"] is None
+
+
+def test_transfer_matrix_covers_every_pair(llama, cache):
+    prof = get_profile("smoke")
+    sizes = gen.GeneralizationSizes(tasks=("antonym", "sst2"), seeds=(0, 1), fewer_seeds=(("sst2", (0,)),))
+    ltvs = {(t, s): fake_ltv(llama, t, s) for t in sizes.tasks for s in sizes.seeds_of(t)}
+    rows = gen.transfer_matrix(llama, ltvs, prof, sizes)
+    assert {(r["source"], r["target"]) for r in rows} == {(a, b) for a in sizes.tasks for b in sizes.tasks}
+    # every seed on its own task, the transfer seeds elsewhere
+    assert sorted((r["source"], r["target"], r["seed"]) for r in rows) == [
+        ("antonym", "antonym", 0), ("antonym", "antonym", 1), ("antonym", "sst2", 0), ("sst2", "antonym", 0),
+        ("sst2", "sst2", 0)]
+    with pytest.raises(ValueError, match="last-position"):
+        bad = LearnedTaskVector(torch.zeros(1, llama.d_model), (1,), (0,), llama.name, "antonym", "fast", 0, 0,
+                                FAST_RECIPE)
+        gen.transfer_accuracy(llama, bad, "sst2", prof)
