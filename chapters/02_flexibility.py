@@ -223,7 +223,7 @@ for s in settings:
         p = {m: PAPER_TABLE1[m][s.paper_column] for m in PAPER_TABLE1}
         p_beats = p["ltv"] > max(p["vanilla_tv"], p["function_vector"])
         p_keeps = p["ltv"] >= 0.9 * PAPER_TABLE1["ltv"]["P={-1}, L={16}"]
-        agree = (beats == p_beats) + (keeps == p_keeps)
+        agree = int(beats == p_beats) + int(keeps == p_keeps)  # numpy bools: + would be a logical or
         row["paper: (a), (b)"] = f"{'yes' if p_beats else 'no'}, {'yes' if p_keeps else 'no'}"
         row["verdict"] = {2: "reproduced", 1: "partly", 0: "not reproduced"}[agree]
     else:

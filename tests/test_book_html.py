@@ -117,8 +117,10 @@ def test_pages_load_with_figures_and_no_broken_links(built: tuple[Path, Path], d
         driver.get(path.as_uri())  # type: ignore[attr-defined]
         state = driver.execute_script(PAGE_STATE)  # type: ignore[attr-defined]
         deadline = time.time() + 20
-        # images decode asynchronously; wait until every one has finished (or failed) loading
-        while not all(i["complete"] for i in state["images"]) and time.time() < deadline:
+        # a slow (busy) machine can hand back a page still loading, and images decode asynchronously: wait until
+        # the document is complete and every image has finished (or failed) loading
+        while (state["ready"] != "complete" or not all(i["complete"] for i in state["images"])) \
+                and time.time() < deadline:
             time.sleep(0.2)
             state = driver.execute_script(PAGE_STATE)  # type: ignore[attr-defined]
         if state["ready"] != "complete" or not state["h1"].strip():
