@@ -133,6 +133,8 @@ def test_composition_result_end_to_end_and_cached(llama, cache):
     one = next(g for g in r["grid"] if g["a"] == 1.0 and g["b"] == 1.0)
     assert one["accuracy"] == r["methods"]["EN->FR + M->F"]["accuracy"]
     assert all(v["n_train"] > 0 for v in r["vectors"].values())
+    assert set(r["cosine"]) == {"vectors", "vector minus start"}
+    assert set(r["cosine"]["vectors"]) == {"composed, EN->FR + M->F", "composed, EN->FR", "composed, M->F", "EN->FR, M->F"}
     assert comp.composition_result(llama, prof, sizes, seed=0) == r
     assert len(list((cache / "vectors" / "ltv-composition").glob("*.safetensors"))) == 3
     again = comp.composition_ltv(llama, comp.EN_FR, prof, comp.composition_data(prof), seed=0)
