@@ -33,14 +33,15 @@ def test_sizes_cover_the_paper_tasks_and_reuse_chapter_0s_seed():
     cpu = gen.generalization_sizes(get_profile("cpu"))
     assert cpu.tasks == PAPER_TASKS
     assert all(0 in cpu.seeds_of(t) for t in cpu.tasks)
-    assert all(len(cpu.seeds_of(t)) >= 2 for t in cpu.tasks if t != "rte")
-    assert cpu.seeds_of("antonym") == (0, 1, 2) and cpu.seeds_of("snli") == (0, 1) and cpu.seeds_of("rte") == (0,)
+    # cpu: two seeds for five tasks; SNLI and RTE, the costliest to train, keep chapter 0's vector only
+    assert [t for t in cpu.tasks if len(cpu.seeds_of(t)) >= 2] == [t for t in PAPER_TASKS if t not in ("snli", "rte")]
+    assert cpu.seeds_of("antonym") == (0, 1) and cpu.seeds_of("snli") == (0,) and cpu.seeds_of("rte") == (0,)
     paper = gen.generalization_sizes(get_profile("paper"))
     assert all(len(paper.seeds_of(t)) == 5 for t in paper.tasks)
     smoke = gen.generalization_sizes(get_profile("smoke"))
     assert {"snli", "rte"} <= set(smoke.tasks)
     shifted = cpu.shifted(10)
-    assert shifted.seeds_of("antonym") == (10, 11, 12) and shifted.seeds_of("rte") == (10,)
+    assert shifted.seeds_of("antonym") == (10, 11) and shifted.seeds_of("rte") == (10,)
     assert shifted.transfer_seeds == (10,)
     with pytest.raises(ValueError, match="not trained"):
         gen.GeneralizationSizes(tasks=("antonym",), seeds=(0,), transfer_seeds=(0, 1))
