@@ -21,9 +21,10 @@ the bare letter ``A`` or ``B``. This module adds what the chapter needs around i
   vectors injected during the prompt's forward pass only (at their prompt positions, as trained); the
   generated tokens run without them and see the vector only through the prompt's keys and values.
 - **Cached measurements.** :func:`method_scores` scores one method toward one direction on the balanced
-  set (LTV at the middle layer, Vanilla TV and Function Vector from :mod:`ltvlib.experiments_extracted`,
-  k-shot ICL with demonstrations labelled toward the direction, zero-shot), :func:`generation_examples`
-  the free generations; both through :func:`ltvlib.cache.cached_json`.
+  set: the LTV at the middle layer (:func:`direction_ltv`, early-stopped on letter-balanced validation
+  questions), the Vanilla TV and the Function Vector as in :mod:`ltvlib.experiments_extracted` (sizes from
+  :func:`extraction_configs`), k-shot ICL with demonstrations labelled toward the direction, and zero-shot;
+  :func:`generation_examples` the free generations; both through :func:`ltvlib.cache.cached_json`.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ from typing import Any, Literal
 
 import torch
 
-from .baselines.vanilla_tv import VanillaTaskVector, extract_vanilla_tv, layer_accuracies
+from .baselines.function_vector import FunctionVectorConfig
+from .baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
 from .cache import cache_path, cached_json, source_hash
 from .evaluate import EvalSet
-from .experiments import profile_ltv, profile_splits
+from .experiments import profile_splits
 from .experiments_extracted import OWN_MODULES, extracted_sizes, profile_function_vector
 from .inject import Mode, Site, VectorEdit, inject
+from .ltv import LearnedTaskVector, train_ltv
 from .prefix import forward_tokens
 from .profiles import Profile, sweep_layers
 from .prompts import answer_ids, pad_left, special_prefix
@@ -106,33 +109,45 @@ def other_letter(letter: str) -> str:
     return LETTERS[1 - LETTERS.index(letter)]
 
 
-def balanced_test(task: str, n_test: int | None = None, *, seed: int = 0) -> tuple[Example, ...]:
-    """Held-out items of the seeded test split, half with the myopic answer ``A`` and half with ``B``.
+def letter_balanced(examples: Sequence[Example], n: int | None = None, *, what: str = "set") -> tuple[Example, ...]:
+    """``n`` of ``examples``, half labelled ``A`` and half ``B``: the first of each letter in the given order,
+    alternating ``A, B, A, B, ...`` so that any even prefix is balanced too.
 
-    The items keep the split's (seeded) order within each letter and alternate ``A, B, A, B, ...``, so any
-    even prefix is balanced too. Labels are the myopic letters (the ``"myopic"`` direction).
+    Args:
+        n: number of items, even; None = the largest balanced set (twice the rarer letter's count).
+        what: names the examples in error messages.
+
+    Raises:
+        ValueError: an odd or negative ``n``, or one larger than the largest balanced set.
+    """
+    by_letter = {x: [e for e in examples if e.output == x] for x in LETTERS}
+    largest = 2 * min(len(v) for v in by_letter.values())
+    if n is None:
+        n = largest
+    if n < 0 or n % 2:
+        raise ValueError(
+            f"the size of a letter-balanced {what} must be a non-negative even number (half A, half B), got {n}"
+        )
+    if n > largest:
+        counts = ", ".join(f"{len(v)} {x}" for x, v in by_letter.items())
+        raise ValueError(f"{n} items exceed the largest letter-balanced {what} of {largest} ({counts})")
+    half = n // 2
+    return tuple(e for pair in zip(by_letter["A"][:half], by_letter["B"][:half]) for e in pair)
+
+
+def balanced_test(task: str, n_test: int | None = None, *, seed: int = 0) -> tuple[Example, ...]:
+    """Held-out items of the seeded test split, half with the myopic answer ``A`` and half with ``B``
+    (:func:`letter_balanced`; labels are the myopic letters, the ``"myopic"`` direction).
 
     Args:
         task: ``"myopic"`` or ``"myopic_lm"``.
-        n_test: number of items, even; None = the largest balanced set (twice the rarer letter's count).
+        n_test: number of items, even; None = the largest balanced set.
         seed: the split's seed (the book uses 0 everywhere).
 
     Raises:
         ValueError: an odd or negative ``n_test``, or one larger than the largest balanced set.
     """
-    t = _check_task(task)
-    test = load_splits(t, seed=seed).test
-    by_letter = {x: [e for e in test if e.output == x] for x in LETTERS}
-    largest = 2 * min(len(v) for v in by_letter.values())
-    if n_test is None:
-        n_test = largest
-    if n_test < 0 or n_test % 2:
-        raise ValueError(f"n_test must be a non-negative even number (half A, half B), got {n_test}")
-    if n_test > largest:
-        counts = ", ".join(f"{len(v)} {x}" for x, v in by_letter.items())
-        raise ValueError(f"n_test={n_test} exceeds the largest letter-balanced set of {largest} ({counts} in the test split)")
-    half = n_test // 2
-    return tuple(e for pair in zip(by_letter["A"][:half], by_letter["B"][:half]) for e in pair)
+    return letter_balanced(load_splits(_check_task(task), seed=seed).test, n_test, what="test split")
 
 
 def toward(examples: Sequence[Example], direction: str) -> tuple[Example, ...]:
@@ -205,7 +220,9 @@ def score_ab(
     return ABScores(p_a, p_b, top_label, [decode([t]) for t in top])
 
 
-def summarise_ab(scores: ABScores | dict[str, Any], myopic_letters: Sequence[str], direction: str) -> dict[str, dict[str, float]]:
+def summarise_ab(
+    scores: ABScores | dict[str, Any], myopic_letters: Sequence[str], direction: str
+) -> dict[str, dict[str, float]]:
     """Metrics of ``scores`` (toward ``direction``) on all items and split by the myopic answer's letter.
 
     Per subset (``"all"``, ``"myopic=A"``, ``"myopic=B"``), all in [0, 1]:
@@ -243,6 +260,23 @@ def summarise_ab(scores: ABScores | dict[str, Any], myopic_letters: Sequence[str
                      ("p_myopic", "ab_accuracy", "myopic_choice", "accuracy", "says_a", "ab_mass")}
         out[name]["n"] = len(sub)
     return out
+
+
+def item_p_myopic(scores: ABScores | dict[str, Any], myopic_letters: Sequence[str]) -> list[float]:
+    """Per item, ``p(myopic letter) / (p(A) + p(B))`` (0.5 when both are 0): the quantity
+    :func:`summarise_ab` averages as ``p_myopic``, kept per item for paired comparisons of two methods.
+
+    Raises:
+        ValueError: as many letters as scored items are needed, each ``"A"`` or ``"B"``.
+    """
+    s = scores if isinstance(scores, dict) else scores.to_dict()
+    if len(myopic_letters) != len(s["p_a"]) or len(s["p_a"]) != len(s["p_b"]):
+        raise ValueError(f"{len(myopic_letters)} myopic letters for {len(s['p_a'])} scored items")
+    bad = sorted(set(myopic_letters) - set(LETTERS))
+    if bad:
+        raise ValueError(f"myopic letters must be in {LETTERS}, got {bad}")
+    return [(pa if m == "A" else pb) / (pa + pb) if pa + pb > 0 else 0.5
+            for pa, pb, m in zip(s["p_a"], s["p_b"], myopic_letters)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -316,6 +350,10 @@ class MyopicSizes:
         task: ``"myopic"`` (human-written items, the file CAA uses) or ``"myopic_lm"`` (model-written).
         n_test: letter-balanced held-out items (even; None = the largest balanced set, 246 for ``myopic``).
         icl_shots: demonstration counts of the ICL references.
+        ltv_n_train, ltv_n_val: training and early-stopping questions of the LTVs (None = the profile's
+            ``n_train`` / ``n_val``; the split holds at most 500 / 250).
+        extract_shots: demonstrations per prompt of both extracted vectors (None = their configs' own: 5 for
+            the Vanilla TV, 10 for the FV).
         n_generations: held-out questions shown as free generations.
         max_new_tokens: greedy tokens per free generation.
     """
@@ -323,17 +361,30 @@ class MyopicSizes:
     task: str = "myopic"
     n_test: int | None = None
     icl_shots: tuple[int, ...] = (5, 10)
+    ltv_n_train: int | None = None
+    ltv_n_val: int | None = None
+    extract_shots: int | None = None
     n_generations: int = 6
     max_new_tokens: int = 40
 
 
 MYOPIC_SIZES: dict[str, MyopicSizes] = {
-    "smoke": MyopicSizes(n_test=16, icl_shots=(2,), n_generations=2, max_new_tokens=8),
-    "cpu": MyopicSizes(n_test=None, icl_shots=(5,), n_generations=4, max_new_tokens=32),
+    "smoke": MyopicSizes(n_test=8, icl_shots=(2,), ltv_n_train=16, ltv_n_val=8, extract_shots=2, n_generations=1,
+                         max_new_tokens=6),
+    "cpu": MyopicSizes(n_test=160, icl_shots=(5,), ltv_n_train=256, ltv_n_val=64, extract_shots=5, n_generations=4,
+                       max_new_tokens=32),
     "paper": MyopicSizes(),
 }
-"""Per profile. ``cpu``: every balanced held-out item (246, scoring is cheap next to training); one ICL
-reference at 5 shots (a 10-shot prompt of these questions is about 700 tokens); short generations."""
+"""Per profile. Every prompt here is long for this book (a question with its choices is about 67 tokens, a
+5-shot prompt about 400, a 10-shot one about 740), and on a CPU the cost is the number of prompt tokens run
+(SmolLM2-135M: about 200 tokens per second per thread, measured). Every measurement is made twice, once per direction,
+and the two directions' prompts cannot share their prefixes (each LTV's training computes its own).
+``cpu``: 160 balanced held-out questions (80 per letter), each scored once zero-shot and once per ICL
+direction (the vectors only rerun the last token over cached prefixes); LTVs on 256 training questions with
+early stopping on 64 letter-balanced validation questions (the fast recipe still draws 1,024 samples: each
+question about four times); the extracted vectors with chapter 1's ``cpu`` configs but 5-shot prompts for
+the Function Vector too (a 10-shot prompt of these questions is about 740 tokens); one ICL reference at 5
+shots; four short generations. ``smoke`` only checks that every cell runs: tiny sets and 2-shot prompts."""
 
 
 def myopic_sizes(profile: Profile) -> MyopicSizes:
@@ -341,7 +392,91 @@ def myopic_sizes(profile: Profile) -> MyopicSizes:
     return MYOPIC_SIZES.get(profile.name, MyopicSizes())
 
 
+def ltv_profile(profile: Profile, sizes: MyopicSizes) -> Profile:
+    """``profile`` with the LTVs' training and validation sizes of ``sizes``."""
+    return replace(profile, n_train=sizes.ltv_n_train or profile.n_train, n_val=sizes.ltv_n_val or profile.n_val)
+
+
+def extraction_configs(profile: Profile, sizes: MyopicSizes) -> tuple[VanillaTVConfig, FunctionVectorConfig]:
+    """The Vanilla TV config (ICL prompts in the task's template, replace form) and the FV config: the
+    profile's (:data:`ltvlib.experiments_extracted.EXTRACTED_SIZES`), with ``sizes.extract_shots`` if set."""
+    ex = extracted_sizes(profile)
+    vtv = replace(ex.vanilla_tv, template="task", form="replace")
+    fv = ex.function_vector
+    if sizes.extract_shots is not None:
+        vtv, fv = replace(vtv, shots=sizes.extract_shots), replace(fv, shots=sizes.extract_shots)
+    return vtv, fv
+
+
 OWN = ("myopic.py", *OWN_MODULES)
+
+
+def direction_vanilla_tv(
+    lm: Any, direction: str, profile: Profile, sizes: MyopicSizes, *, seed: int = 0
+) -> VanillaTaskVector:
+    """The Vanilla TV toward ``direction``: extracted from ICL prompts in the task's own ``Q:/A:`` template whose
+    demonstrations carry the direction's letters, its layer chosen on the direction's validation split among
+    the profile's sweep layers and the middle layer (cached in ``vectors/myopic_vanilla_tv``).
+
+    The same recipe and (unless ``sizes.extract_shots`` is set) sizes as
+    :func:`ltvlib.flexibility.profile_vanilla_tv_task_template` (chapters 1-2);
+    the layer choice is made here because :func:`ltvlib.baselines.vanilla_tv.select_layer` looks the task up
+    by name in the registry, which does not hold the non-myopic variant. Same rule: the best validation
+    first-token accuracy, ties to the earliest layer.
+    """
+    dtask = direction_task(sizes.task, direction)
+    config = replace(extraction_configs(profile, sizes)[0], seed=seed)
+    splits = direction_splits(sizes.task, direction, profile)
+    layers = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
+    key = {"model": lm.name, "task": dtask.name, "config": asdict(config), "n_train": len(splits.train),
+           "n_val": len(splits.validation), "select_layers": layers, "source": source_hash(*OWN)}
+    path = cache_path("myopic_vanilla_tv", key, ".safetensors")
+    if path.exists():
+        return VanillaTaskVector.load(path)
+    tv = extract_vanilla_tv(lm, dtask, splits.train, config)
+    dev = EvalSet(lm, dtask, list(splits.validation)[: config.n_dev], tail=1)
+    acc = {l: r.accuracy for l, r in layer_accuracies(dev, tv, layers).items()}
+    tv.dev_accuracy = acc
+    tv.layer = max(layers, key=lambda l: (acc[l], -l))
+    tv.save(path)
+    return tv
+
+
+def ltv_splits(direction: str, profile: Profile, sizes: MyopicSizes) -> TaskSplits:
+    """The splits the LTV toward ``direction`` trains on: the first ``n_train`` training questions of the
+    direction's task (the profile's, or ``sizes.ltv_n_train``) and, for early stopping, the first ``n_val``
+    (rounded down to even) questions of the **letter-balanced** part of the whole validation region
+    (:func:`letter_balanced`), so that choosing the best epoch cannot reward a mere letter preference (with
+    seed 0 the validation split of ``myopic`` opens with 59 A and 41 B among its first 100 questions). The
+    test split is the task's, untouched.
+    """
+    prof = ltv_profile(profile, sizes)
+    splits = load_splits(direction_task(sizes.task, direction), seed=0, n_train=prof.n_train, n_val=10**9)
+    # the largest balanced set, cut to n_val (its alternating order keeps any even prefix balanced)
+    val = letter_balanced(splits.validation, what="validation split")[: prof.n_val - prof.n_val % 2]
+    return replace(splits, validation=val)
+
+
+def direction_ltv(
+    lm: Any, direction: str, profile: Profile, sizes: MyopicSizes, *, seed: int = 0, progress: bool = False
+) -> LearnedTaskVector:
+    """The LTV toward ``direction``: one vector *added* to the residual stream *entering* the middle block at
+    the last prompt position (shape ``(1, d_model)``), trained with the profile's recipe on zero-shot prompts
+    (:func:`ltvlib.ltv.train_ltv`, as :func:`ltvlib.experiments.profile_ltv` does) on :func:`ltv_splits`.
+    Cached in ``vectors/myopic_ltv``.
+    """
+    dtask = direction_task(sizes.task, direction)
+    splits = ltv_splits(direction, profile, sizes)
+    key = {"model": lm.name, "task": dtask.name, "layers": [lm.middle_layer], "positions": [-1], "shots": 0,
+           "config": asdict(profile.recipe), "seed": seed, "n_train": len(splits.train),
+           "n_val": len(splits.validation), "validation": "letter-balanced", "source": source_hash(*OWN)}
+    path = cache_path("myopic_ltv", key, ".safetensors")
+    if path.exists():
+        return LearnedTaskVector.load(path)
+    ltv = train_ltv(lm, dtask, layers=[lm.middle_layer], recipe=profile.recipe, seed=seed, splits=splits,
+                    progress=progress)
+    ltv.save(path)
+    return ltv
 
 
 def method_names(sizes: MyopicSizes) -> list[str]:
@@ -359,35 +494,14 @@ def method_label(method: str) -> str:
     return METHOD_NAMES[method]
 
 
-def direction_vanilla_tv(lm: Any, task: str, direction: str, profile: Profile, *, seed: int = 0) -> VanillaTaskVector:
-    """The Vanilla TV toward ``direction``: extracted from ICL prompts in the task's own ``Q:/A:`` template whose
-    demonstrations carry the direction's letters, its layer chosen on the direction's validation split among
-    the profile's sweep layers and the middle layer (cached in ``vectors/myopic_vanilla_tv``).
-
-    The same recipe and sizes as :func:`ltvlib.flexibility.profile_vanilla_tv_task_template` (chapters 1-2);
-    the layer choice is made here because :func:`ltvlib.baselines.vanilla_tv.select_layer` looks the task up
-    by name in the registry, which does not hold the non-myopic variant. Same rule: the best validation
-    first-token accuracy, ties to the earliest layer.
-    """
-    dtask = direction_task(task, direction)
-    config = replace(extracted_sizes(profile).vanilla_tv, template="task", form="replace", seed=seed)
-    splits = direction_splits(task, direction, profile)
-    layers = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
-    key = {"model": lm.name, "task": dtask.name, "config": asdict(config), "n_train": len(splits.train),
-           "n_val": len(splits.validation), "select_layers": layers, "source": source_hash(*OWN)}
-    path = cache_path("myopic_vanilla_tv", key, ".safetensors")
-    if path.exists():
-        return VanillaTaskVector.load(path)
-    tv = extract_vanilla_tv(lm, dtask, splits.train, config)
-    dev = EvalSet(lm, dtask, list(splits.validation)[: config.n_dev], tail=1)
-    acc = {l: r.accuracy for l, r in layer_accuracies(dev, tv, layers).items()}
-    tv.dev_accuracy = acc
-    tv.layer = max(layers, key=lambda l: (acc[l], -l))
-    tv.save(path)
-    return tv
-
-
 _ZERO_SHOT_SETS: dict[tuple, EvalSet] = {}
+
+
+ZERO_SHOT_CACHE_BYTES = 2 * 2**30
+"""Memory cap of the held-out prompts' key/value cache. It must hold every prompt, or each vector's scoring
+recomputes the prompts beyond it: 160 myopic prompts (about 10,700 tokens) take about 0.5 GB in float32 on
+SmolLM2-135M (30 layers x 2 x 192 key/value dimensions), more than :class:`~ltvlib.evaluate.EvalSet`'s default
+256 MB."""
 
 
 def _zero_shot_set(lm: Any, task: str, test: tuple[Example, ...]) -> EvalSet:
@@ -396,7 +510,7 @@ def _zero_shot_set(lm: Any, task: str, test: tuple[Example, ...]) -> EvalSet:
     key = (id(lm.model), task, test)
     if key not in _ZERO_SHOT_SETS:
         _ZERO_SHOT_SETS.clear()
-        _ZERO_SHOT_SETS[key] = EvalSet(lm, get_task(task), test, tail=1)
+        _ZERO_SHOT_SETS[key] = EvalSet(lm, get_task(task), test, tail=1, max_cache_bytes=ZERO_SHOT_CACHE_BYTES)
     return _ZERO_SHOT_SETS[key]
 
 
@@ -408,7 +522,7 @@ def method_scores(
     Where each vector goes (all at the last prompt position of the zero-shot prompt ``Q: {question}\\nA: (``):
 
     - ``"ltv"``: the LTV of the direction's task, trained with the profile's recipe at the middle layer
-      (:func:`ltvlib.experiments.profile_ltv`), *added* at the input of that block;
+      (:func:`direction_ltv`), *added* at the input of that block;
     - ``"vanilla_tv"`` / ``"vanilla_tv_difference"``: the Vanilla TV extracted from ICL prompts in the same
       template whose demonstrations are labelled toward the direction, at its validation-chosen layer, the
       mean ICL state *replacing* the state leaving that block / the ICL-minus-zero-shot difference *added*
@@ -430,11 +544,12 @@ def method_scores(
     if direction is not None and direction not in DIRECTIONS:
         raise ValueError(f"unknown direction {direction!r}; allowed: {', '.join(DIRECTIONS)}")
     test = balanced_test(sizes.task, sizes.n_test)
-    ex = extracted_sizes(profile)
+    vtv_config, fv_config = extraction_configs(profile, sizes)
+    ltv_prof = ltv_profile(profile, sizes)
     key = {"what": "myopic", "model": lm.name, "task": sizes.task, "method": method, "direction": direction,
            "seed": seed, "n_test": len(test), "n_train": profile.n_train, "n_val": profile.n_val,
-           "recipe": asdict(profile.recipe), "demo_sets": profile.icl_demo_sets,
-           "vanilla_tv": asdict(ex.vanilla_tv), "function_vector": asdict(ex.function_vector),
+           "ltv_n_train": ltv_prof.n_train, "ltv_n_val": ltv_prof.n_val, "recipe": asdict(profile.recipe),
+           "demo_sets": profile.icl_demo_sets, "vanilla_tv": asdict(vtv_config), "function_vector": asdict(fv_config),
            "source": source_hash(*OWN)}
 
     def compute() -> dict[str, Any]:
@@ -454,18 +569,19 @@ def method_scores(
                 scores = score_ab(es)
                 info = {"shots": shots, "demo_sets": profile.icl_demo_sets}
             elif method == "ltv":
-                ltv = profile_ltv(lm, dtask, profile, layers=[lm.middle_layer], seed=seed)  # type: ignore[arg-type]
+                ltv = direction_ltv(lm, direction, profile, sizes, seed=seed)
                 scores = score_ab(zs, ltv.edits())
                 info = {"layer": lm.middle_layer, "steps": ltv.steps, "train_seconds": ltv.seconds,
-                        "val_accuracy": ltv.best_val_accuracy, "norm": float(ltv.vectors.norm())}
+                        "val_accuracy": ltv.best_val_accuracy, "norm": float(ltv.vectors.norm()),
+                        "val_curve": [c["val_accuracy"] for c in ltv.curve if "epoch" in c]}
             elif method in ("vanilla_tv", "vanilla_tv_difference"):
-                tv = direction_vanilla_tv(lm, sizes.task, direction, profile, seed=seed)
+                tv = direction_vanilla_tv(lm, direction, profile, sizes, seed=seed)
                 form = "replace" if method == "vanilla_tv" else "difference"
                 scores = score_ab(zs, tv.edits(form=form), site="block_output", mode=tv.mode(form))
                 info = {"layer": tv.layer, "extract_seconds": tv.seconds,
                         "dev_accuracy": {str(k): v for k, v in tv.dev_accuracy.items()}}
             elif method == "function_vector":
-                fv = profile_function_vector(lm, dtask, profile, seed=seed)  # type: ignore[arg-type]
+                fv = profile_function_vector(lm, dtask, profile, config=fv_config, seed=seed)  # type: ignore[arg-type]
                 scores = score_ab(zs, fv.edits(fv.layer), site="block_output", mode="add")
                 info = {"layer": fv.layer, "heads": [list(h) for h in fv.heads], "extract_seconds": fv.seconds}
             else:
@@ -494,14 +610,14 @@ def generation_examples(
     test = [e for e in balanced_test(sizes.task, sizes.n_test) if CHOICES_MARK in e.input][: sizes.n_generations]
     if not test:
         raise ValueError(f"no held-out item of {sizes.task!r} has a {CHOICES_MARK!r} block to generate from")
+    ltv_prof = ltv_profile(profile, sizes)
     key = {"what": "myopic-generations", "model": lm.name, "task": sizes.task, "seed": seed,
-           "n_train": profile.n_train, "n_val": profile.n_val, "recipe": asdict(profile.recipe),
+           "n_train": ltv_prof.n_train, "n_val": ltv_prof.n_val, "recipe": asdict(profile.recipe),
            "items": [e.input for e in test], "max_new_tokens": sizes.max_new_tokens, "source": source_hash(*OWN)}
 
     def compute() -> dict[str, Any]:
         task = get_task(sizes.task)
-        vectors = {d: profile_ltv(lm, direction_task(sizes.task, d), profile, layers=[lm.middle_layer],  # type: ignore[arg-type]
-                                  seed=seed) for d in DIRECTIONS}
+        vectors = {d: direction_ltv(lm, d, profile, sizes, seed=seed) for d in DIRECTIONS}
         prompts = {"A/B": [task.format_query(e.input) for e in test],
                    "open": [f"Q: {open_question(e)}\nA:" for e in test]}
         out = []
@@ -517,12 +633,13 @@ def generation_examples(
     return cached_json("myopic-generations", key, compute)["examples"]
 
 
-def check_no_leak(task: str, profile: Profile, test: Sequence[Example]) -> None:
-    """Raise ``AssertionError`` if a held-out question occurs in the training or validation split (either
-    direction), i.e. if a vector or a demonstration could have seen it."""
+def check_no_leak(task: str, test: Sequence[Example]) -> None:
+    """Raise ``AssertionError`` if a held-out question occurs anywhere in the training or validation region of
+    the split (either direction, whatever sizes a profile takes from them), i.e. if a vector or a
+    demonstration could have seen it."""
     held = {e.input for e in test}
     for d in DIRECTIONS:
-        s = direction_splits(task, d, profile)
+        s = load_splits(direction_task(task, d), n_train=10**9, n_val=10**9)
         seen = held & {e.input for e in (*s.train, *s.validation)}
         if seen:
             raise AssertionError(f"{len(seen)} held-out questions occur in the {d} training/validation split")

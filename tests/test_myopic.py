@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -16,7 +18,12 @@ from ltvlib.myopic import (
     cut_at,
     direction_splits,
     direction_task,
+    extraction_configs,
     greedy_continuations,
+    item_p_myopic,
+    letter_balanced,
+    ltv_profile,
+    ltv_splits,
     method_label,
     method_names,
     method_scores,
@@ -72,15 +79,53 @@ def test_balanced_test_is_balanced_alternating_and_held_out():
     assert sum(e.output == "A" for e in test) == len(test) // 2
     assert set(test) <= set(split)
     assert balanced_test("myopic", 10) == test[:10]
-    check_no_leak("myopic", get_profile("cpu"), test)
+    check_no_leak("myopic", test)
     with pytest.raises(AssertionError, match="held-out questions occur"):
-        check_no_leak("myopic", get_profile("cpu"), load_splits("myopic").train[:3])
+        check_no_leak("myopic", load_splits("myopic").validation[-3:])
     with pytest.raises(ValueError, match="even"):
         balanced_test("myopic", 7)
-    with pytest.raises(ValueError, match="exceeds the largest letter-balanced set"):
+    with pytest.raises(ValueError, match="exceed the largest letter-balanced test split of"):
         balanced_test("myopic", len(test) + 2)
     flipped = toward(test[:4], "non_myopic")
     assert [e.output for e in flipped] == ["B", "A", "B", "A"] and flipped[0].input == test[0].input
+
+
+def test_letter_balanced_takes_the_first_of_each_letter_in_order():
+    ex = [Example(f"q{i}", x) for i, x in enumerate("AAABAB")]
+    assert [e.input for e in letter_balanced(ex)] == ["q0", "q3", "q1", "q5"]
+    assert letter_balanced(ex, 2) == letter_balanced(ex)[:2] and letter_balanced(ex, 0) == ()
+    with pytest.raises(ValueError, match="letter-balanced questions must be a non-negative even number"):
+        letter_balanced(ex, 3, what="questions")
+    with pytest.raises(ValueError, match="6 items exceed the largest letter-balanced set of 4 \\(4 A, 2 B\\)"):
+        letter_balanced(ex, 6)
+
+
+def test_ltv_splits_train_on_the_profile_sizes_and_stop_on_balanced_questions():
+    prof = get_profile("cpu")
+    sizes = myopic_sizes(prof)
+    assert ltv_profile(prof, sizes).n_train == sizes.ltv_n_train and ltv_profile(prof, sizes).n_val == sizes.ltv_n_val
+    for d in DIRECTIONS:
+        s = ltv_splits(d, prof, sizes)
+        region = load_splits(direction_task("myopic", d), n_train=10**9, n_val=10**9)
+        assert s.train == region.train[: sizes.ltv_n_train]
+        assert len(s.validation) == sizes.ltv_n_val and set(s.validation) <= set(region.validation)
+        assert sum(e.output == "A" for e in s.validation) == sizes.ltv_n_val // 2
+        assert s.test == region.test
+    # both directions stop on the same questions, with swapped letters (in another order: each alternates A, B)
+    my, other = ltv_splits("myopic", prof, sizes), ltv_splits("non_myopic", prof, sizes)
+    assert {(e.input, other_letter(e.output)) for e in my.validation} == {(e.input, e.output) for e in other.validation}
+    # None keeps the profile's sizes
+    plain = replace(sizes, ltv_n_train=None, ltv_n_val=None)
+    assert ltv_profile(prof, plain) == prof
+
+
+def test_extraction_configs_use_the_task_template_and_the_shot_override():
+    prof = get_profile("cpu")
+    vtv, fv = extraction_configs(prof, myopic_sizes(prof))
+    assert vtv.template == "task" and vtv.form == "replace"
+    assert vtv.shots == fv.shots == myopic_sizes(prof).extract_shots
+    vtv, fv = extraction_configs(prof, replace(myopic_sizes(prof), extract_shots=None))
+    assert (vtv.shots, fv.shots) == (5, 10)
 
 
 def test_open_question():
@@ -110,6 +155,12 @@ def test_summary_on_hand_made_scores():
     assert other["all"]["ab_accuracy"] == 0.5 and other["myopic=B"]["ab_accuracy"] == 1.0
     assert other["all"]["accuracy"] == 0.0  # the top token is never the non-myopic letter
     assert other["all"]["p_myopic"] == my["all"]["p_myopic"]  # the probability does not depend on direction
+    assert item_p_myopic(scores, ["A", "B"]) == pytest.approx([0.75, 0.25])
+    assert item_p_myopic(ABScores([0.0], [0.0], [None], ["x"]), ["B"]) == [0.5]
+    with pytest.raises(ValueError, match="1 myopic letters for 2 scored items"):
+        item_p_myopic(scores, ["A"])
+    with pytest.raises(ValueError, match="myopic letters must be in"):
+        item_p_myopic(scores, ["A", "b"])
     with pytest.raises(ValueError, match="1 myopic letters for 2 scored items"):
         summarise_ab(scores, ["A"], "myopic")
     with pytest.raises(ValueError, match="myopic letters must be in"):
