@@ -332,6 +332,8 @@ checks_extracted = {
 checks_icl = {
     "LTV steering accuracy not below the best ICL's by more than two standard errors":
         ltv_score >= score[best_icl] - 2 * se,
+    # matching ICL means little when both sit at chance, so the LTV must also steer
+    "LTV steering accuracy more than two standard errors above chance (50 %)": ltv_score > 50 + 2 * se,
 }
 zs = summary("zero_shot", "myopic")["all"]
 info = {d: runs["ltv", d]["info"] for d in DIRECTIONS}
