@@ -1,0 +1,400 @@
+"""The book's headline measurements on several models side by side (chapter 08).
+
+Nothing here defines a new measurement. Each function calls the one an earlier chapter uses, with the
+arguments that chapter passes, so that on the book's default model every number is read back from the
+cache those chapters filled, and on any other model it is computed the same way:
+
+- :func:`middle_layer_results`: chapter 01's baseline setting: zero-shot and ICL
+  (:func:`ltvlib.experiments.icl_accuracy`), the LTV at the middle layer (``profile_ltv`` +
+  ``ltv_accuracy``: *added* at the input of block ``L // 2``, last prompt token), and the extracted vectors
+  injected at the *output* of block ``L // 2`` (:func:`ltvlib.experiments_extracted.extracted_curve`:
+  Vanilla TV *replacing* the last-token state, its difference form and the Function Vector *added*).
+- :func:`sweep_results`: the same vectors at chapter 01's layers (LTVs at ``ltv_layers``, extracted vectors
+  at :func:`table_layers`).
+- :func:`key_head_results`: chapter 04's ablation of the top 10 % of heads by saliency against random heads
+  (:func:`ltvlib.key_heads.key_head_experiment`, heads zeroed or mean-ablated at the last position).
+- :func:`linearity_results`: chapter 05's linear map ``W`` from the LTV at block ``l`` to the shift of the
+  final-norm input, and the accuracy of ``W theta`` added there instead of the LTV
+  (:func:`ltvlib.linearity.profile_linearity`), at three layers (:func:`linearity_layers`).
+
+:func:`check_code_paths` verifies on a real model that the shortcuts every chapter relies on (cached prompt
+prefixes, single-token passes from a middle block, the site table's norm and embedding conventions) give
+the model's own forward pass.
+
+Sliding-window attention (Gemma 3: 512 tokens) limits the cached-prefix paths to prompts shorter than the
+window (:func:`ltvlib.prefix.forward_tokens` refuses longer ones). ICL references then fall back on full
+forwards (exact, slower; :func:`icl_reference`); an extracted vector that cannot be computed is reported as
+missing with the reason (:func:`middle_layer_results`).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .cache import cached_json, source_hash
+from .evaluate import EvalSet, evaluate
+from .experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
+from .experiments_extracted import extracted_curve, ltv_layers
+from .inject import VectorEdit, inject, record_residual
+from .key_heads import LastTokenRunner, key_head_experiment
+from .linearity import ShiftProbe, final_norm, linearity_plan, profile_linearity, record_final_norm_input
+from .profiles import Profile, sweep_layers
+from .prompts import answer_ids, encode_prompts, pad_left
+from .runner import PromptRunner
+from .sites import norm_gain
+from .tasks import load_splits
+
+EXTRACTED = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
+"""The extracted-vector methods of chapter 01, in its column order."""
+
+OWN_MODULES = ("across_models.py",)
+
+_WINDOW_ERROR = "sliding attention window"  # ltvlib.prefix's message for prompts longer than the window
+
+
+@dataclass(frozen=True)
+class AcrossModelsSizes:
+    """What chapter 08 covers in one profile.
+
+    Attributes:
+        tasks: tasks of the middle-layer table (None = all of the profile's tasks).
+        sweep_tasks: tasks whose LTV is trained at several layers (chapter 01's ``ltv_layers``); None = every
+            table task. In the ``cpu`` profile these must be among chapter 01's sweep tasks, else
+            ``ltv_layers`` gives the middle layer only.
+        key_head_tasks: tasks of the key-head ablation (None = every table task).
+        n_key_queries: validation queries for saliency, mean head outputs and attention (chapter 04's).
+        n_random: random head sets drawn for the control.
+        linearity_tasks: tasks of the linear reconstruction (None = every table task).
+        linearity_fractions: depths (fractions of ``L``) whose nearest candidate layers the reconstruction
+            uses.
+    """
+
+    tasks: tuple[str, ...] | None
+    sweep_tasks: tuple[str, ...] | None
+    key_head_tasks: tuple[str, ...] | None
+    n_key_queries: int
+    n_random: int
+    linearity_tasks: tuple[str, ...] | None
+    linearity_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
+
+
+ACROSS_MODELS_SIZES: dict[str, AcrossModelsSizes] = {
+    # does every cell run, on every model? one task
+    "smoke": AcrossModelsSizes(tasks=("antonym",), sweep_tasks=("antonym",), key_head_tasks=("antonym",),
+                               n_key_queries=8, n_random=2, linearity_tasks=("antonym",)),
+    # chapter 01's LTV-sweep tasks (short prompts; TREC is the classification task), chapter 04's key-head
+    # tasks and chapter 05's linearity task, so the default model's numbers are all cache hits
+    "cpu": AcrossModelsSizes(tasks=("capital", "capitalize", "antonym", "trec"), sweep_tasks=("antonym",),
+                             key_head_tasks=("antonym", "capitalize", "capital"), n_key_queries=64, n_random=5,
+                             linearity_tasks=("antonym",)),
+    "paper": AcrossModelsSizes(tasks=None, sweep_tasks=None, key_head_tasks=None, n_key_queries=100, n_random=5,
+                               linearity_tasks=None),
+}
+
+
+def across_sizes(profile: Profile) -> AcrossModelsSizes:
+    """The chapter's coverage in ``profile``; raises ``ValueError`` for a profile without an entry."""
+    if profile.name not in ACROSS_MODELS_SIZES:
+        raise ValueError(f"no chapter-08 sizes for profile {profile.name!r}; known: {', '.join(ACROSS_MODELS_SIZES)}")
+    return ACROSS_MODELS_SIZES[profile.name]
+
+
+def plan_tasks(profile: Profile) -> dict[str, list[str]]:
+    """``{"table", "sweep", "key_heads", "linearity"}`` -> task lists of ``profile``, in the paper's order."""
+    sizes = across_sizes(profile)
+    table = list(sizes.tasks or profile.tasks)
+
+    def pick(chosen: tuple[str, ...] | None) -> list[str]:
+        return [t for t in table if t in chosen] if chosen is not None else list(table)
+
+    return {"table": table, "sweep": pick(sizes.sweep_tasks), "key_heads": pick(sizes.key_head_tasks),
+            "linearity": pick(sizes.linearity_tasks)}
+
+
+def table_layers(lm: Any, profile: Profile) -> list[int]:
+    """Chapter 01's layers for the extracted vectors: the profile's sweep layers and the middle layer (the
+    list is part of the cached curve's key, so it must be exactly chapter 01's)."""
+    return sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
+
+
+def linearity_layers(lm: Any, profile: Profile, task: str = "antonym") -> list[int]:
+    """Three injection layers for the linear reconstruction: the layers nearest ``L/4``, ``L/2`` and ``3L/4``
+    among chapter 05's layers for ``task`` in ``profile`` (so its cached fits serve), or among all layers when
+    chapter 05 has fewer than three there. Ties go to the earlier layer."""
+    plan = linearity_plan(lm, profile).get(task, [])
+    candidates = sorted(set(plan)) if len(set(plan)) >= 3 else list(range(lm.n_layers))
+    chosen: list[int] = []
+    for frac in across_sizes(profile).linearity_fractions:
+        target = frac * lm.n_layers
+        free = [l for l in candidates if l not in chosen] or candidates
+        chosen.append(min(free, key=lambda l: (abs(l - target), l)))
+    return sorted(set(chosen))
+
+
+# -------------------------------------------------------------------------------------------------------------
+# The measurements
+
+
+def icl_reference(lm: Any, task: str, shots: int, profile: Profile, *, seed: int = 0) -> dict[str, Any]:
+    """:func:`ltvlib.experiments.icl_accuracy`, or the same prompts run as full forwards when a prompt is
+    longer than the model's sliding attention window (the cached-prefix path refuses those).
+
+    Returns ``{"accuracy", "label_accuracy", "n", "path"}`` with ``path`` ``"cached prefix"`` or ``"full"``.
+    """
+    try:
+        return icl_accuracy(lm, task, shots, profile, seed=seed) | {"path": "cached prefix"}
+    except ValueError as exc:
+        if _WINDOW_ERROR not in str(exc):
+            raise
+    splits = profile_splits(task, profile, icl=shots > 0)
+    key = {"what": "icl-full", "model": lm.name, "task": task, "shots": shots, "n_test": len(splits.test),
+           "n_train": len(splits.train), "demo_sets": profile.icl_demo_sets, "seed": seed,
+           "source": source_hash(*OWN_MODULES)}
+
+    def compute() -> dict[str, Any]:
+        es = EvalSet(lm, task, splits.test, shots=shots, demo_pool=splits.train, seed=seed,
+                     demo_sets=profile.icl_demo_sets if shots else None, tail=None, cache_rows=False)
+        r = evaluate(es, batch_size=8)
+        return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n}
+
+    return cached_json("across-models/icl-full", key, compute) | {"path": "full"}
+
+
+def _curve(lm: Any, task: str, profile: Profile, method: str, layers: list[int], seed: int) -> dict[str, Any] | None:
+    """An extracted-vector curve, or None when the model's sliding window makes it uncomputable here."""
+    try:
+        return extracted_curve(lm, task, profile, method, layers, seed=seed)  # type: ignore[arg-type]
+    except ValueError as exc:
+        if _WINDOW_ERROR not in str(exc):
+            raise
+        return None
+
+
+def middle_layer_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[str, Any]:
+    """Chapter 01's middle-layer row of one task, in percent.
+
+    Returns:
+        ``{"zero-shot", "<k>-shot ICL" (each of the profile's shot counts), "ltv", "vanilla_tv",
+        "vanilla_tv_difference", "function_vector"}`` -> accuracy (%; None where not computable), plus
+        ``"icl_path"`` (shots -> ``"cached prefix"`` or ``"full"``), ``"ltv_steps"`` and ``"missing"``
+        (method -> reason).
+    """
+    mid = lm.middle_layer
+    out: dict[str, Any] = {"zero-shot": 100 * icl_reference(lm, task, 0, profile, seed=seed)["accuracy"],
+                           "icl_path": {}, "missing": {}}
+    for k in profile.icl_shots:
+        r = icl_reference(lm, task, k, profile, seed=seed)
+        out[f"{k}-shot ICL"] = 100 * r["accuracy"]
+        out["icl_path"][str(k)] = r["path"]
+    ltv = profile_ltv(lm, task, profile, layers=[mid], seed=seed)
+    out["ltv"] = 100 * ltv_accuracy(lm, ltv, profile, seed=seed)["accuracy"]
+    out["ltv_steps"] = ltv.steps
+    layers = table_layers(lm, profile)
+    for method in EXTRACTED:
+        curve = _curve(lm, task, profile, method, layers, seed)
+        if curve is None:
+            out[method] = None
+            out["missing"][method] = "a prompt is longer than the sliding attention window"
+        else:
+            out[method] = 100 * curve["layers"][str(mid)]["accuracy"]
+    return out
+
+
+def sweep_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[str, dict[int, float]]:
+    """Accuracy (%) by injection layer: ``{"ltv": {layer: acc}, "vanilla_tv": ..., ...}``. LTVs at chapter 01's
+    ``ltv_layers`` (block input), extracted vectors at :func:`table_layers` (block output); a method that
+    cannot be computed on this model gets an empty dict."""
+    out: dict[str, dict[int, float]] = {"ltv": {}}
+    for layer in ltv_layers(lm, task, profile):
+        ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
+        out["ltv"][layer] = 100 * ltv_accuracy(lm, ltv, profile, seed=seed)["accuracy"]
+    for method in EXTRACTED:
+        curve = _curve(lm, task, profile, method, table_layers(lm, profile), seed)
+        out[method] = {int(l): 100 * v["accuracy"] for l, v in curve["layers"].items()} if curve else {}
+    return out
+
+
+def key_head_results(lm: Any, task: str, profile: Profile, *, seed: int = 0, fraction: float = 0.1) -> dict[str, Any]:
+    """Chapter 04's ablation for the middle-layer LTV of ``task``, summarised in percent.
+
+    Returns:
+        ``{"ltv", "key_zero", "key_mean", "random_zero", "random_mean", "random_zero_sd", "random_mean_sd",
+        "n_key", "n_heads", "key_heads", "n_random"}`` (heads chosen among all layers, ablated at the last
+        position; random: mean and standard deviation over the draws).
+    """
+    sizes = across_sizes(profile)
+    splits = profile_splits(task, profile)
+    ltv = profile_ltv(lm, task, profile, layers=[lm.middle_layer], seed=seed)
+    r = key_head_experiment(lm, ltv, list(splits.validation[: sizes.n_key_queries]), list(splits.test),
+                            fraction=fraction, n_random=sizes.n_random, seed=seed)
+    out: dict[str, Any] = {"ltv": 100 * r["accuracy"], "key_heads": r["key_heads"], "n_key": len(r["key_heads"]),
+                           "n_heads": lm.n_layers * lm.geometry.n_heads, "n_random": sizes.n_random}
+    for mode in ("zero", "mean"):
+        draws = torch.tensor(r["random"][mode], dtype=torch.float64) * 100
+        out[f"key_{mode}"] = 100 * r["key"][mode]
+        out[f"random_{mode}"] = float(draws.mean())
+        out[f"random_{mode}_sd"] = float(draws.std(unbiased=False))
+    return out
+
+
+def linearity_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[int, dict[str, Any]]:
+    """Chapter 05's measurement at :func:`linearity_layers`, summarised: per layer ``{"ltv", "w_theta",
+    "w_theta_last_block", "zero_shot", "r2_heldout", "explained", "cos_theta_Qtheta", "stretch"}``
+    (accuracies in %)."""
+    out = {}
+    for layer in linearity_layers(lm, profile, task):
+        r = profile_linearity(lm, task, profile, layer, seed=seed)
+        acc = r["accuracy"]
+        out[layer] = {"ltv": 100 * acc["ltv"], "w_theta": 100 * acc["reconstruction"],
+                      "w_theta_last_block": 100 * acc["reconstruction_last_block_input"],
+                      "zero_shot": 100 * acc["zero_shot"], "r2_heldout": r["r2_heldout"],
+                      "explained": r["explained_heldout"], "cos_theta_Qtheta": r["cos_theta_Qtheta"],
+                      "stretch": r["norm_ratio"]}
+    return out
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Do the shortcuts hold on this model?
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``max |a - b| / max |b|``: a difference relative to the size of the reference."""
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) -> dict[str, Any]:
+    """Compare the book's fast paths with the model's own forward pass on ``n`` real prompts.
+
+    Every check injects a random vector (norm about that of the residual stream at the injection layer) at
+    the last prompt token and compares, relative to the size of the reference (``max |a - b| / max |b|``):
+
+    - ``runner``: :class:`~ltvlib.runner.PromptRunner` on cached prefixes (3 shared demonstrations plus
+      left-padded queries, the layout ICL evaluations use; then tail runs starting at the injection block)
+      against full forwards: logits of the answer tokens (teacher forcing) and the gradient of the loss with
+      respect to the vector;
+    - ``last_token``: :class:`~ltvlib.key_heads.LastTokenRunner` (chapter 04) against full forwards;
+    - ``shift_probe``: :class:`~ltvlib.linearity.ShiftProbe` (chapter 05, single-token passes from block
+      ``l``) against the final-norm input of a full forward;
+    - ``embedding``: the residual stream entering block 0 against the embedding rows times
+      ``sqrt(d_model)`` (if the site table says the architecture scales its embeddings) or 1, and against
+      ``hidden_states[0]``;
+    - ``final_norm``: the final norm's output against ``x / rms(x) * gain`` with the site table's gain
+      (``weight`` or Gemma's ``1 + weight``).
+
+    Returns:
+        ``{"checks": {name: relative difference}, "argmax_equal": {name: bool}, "prompt_tokens": (min, max),
+        "sliding_window": int | None (None: no sliding-window layers), "final_norm_input_rms": float}`` (the
+        last means the RMS of the final norm's input at the last token with the vector injected).
+    """
+    from .ltv import answer_loss
+
+    splits = load_splits(task, n_train=40, n_val=8)
+    queries = list(splits.test[:n])
+    g = torch.Generator().manual_seed(seed)
+    layer = lm.middle_layer
+    checks: dict[str, float] = {}
+    argmax: dict[str, bool] = {}
+    rows = encode_prompts(lm.tokenizer, splits.task, queries).full_rows()
+    ids, mask = pad_left(rows, lm.tokenizer.pad_token_id, lm.device)
+    with torch.no_grad(), record_residual(lm, [0, layer]) as rec:
+        out = lm.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    scale = float(rec[layer][:, -1].norm(dim=-1).mean())
+    theta = torch.randn(lm.d_model, generator=g) / math.sqrt(lm.d_model) * scale
+    theta = theta.to(device=lm.device, dtype=lm.dtype)
+
+    # 1. PromptRunner: shared demonstrations, cached prefixes, tail runs from the injection block
+    prompts = encode_prompts(lm.tokenizer, splits.task, queries, shared_demos=list(splits.train[:3]))
+    answers = answer_ids(lm.tokenizer, splits.task, [e.output for e in queries])
+    results = []
+    for tail in (None, 1):
+        runner = PromptRunner(lm, prompts, tail=tail)
+        if tail:
+            runner.run(range(n))  # caches every row's prefix, as training does
+        vec = theta.clone().requires_grad_(True)
+        logits, valid = runner.run(range(n), [VectorEdit(layer, -1, vec)], answers=answers)
+        answer_loss(logits, answers, valid).backward()
+        results.append((logits.detach(), vec.grad))
+    (full_logits, full_grad), (fast_logits, fast_grad) = results
+    checks["runner logits"] = _rel(fast_logits, full_logits)
+    argmax["runner logits"] = bool(torch.equal(fast_logits.argmax(-1), full_logits.argmax(-1)))
+    checks["runner gradient"] = _rel(fast_grad, full_grad)
+
+    # 2. chapter 04's last-token runner; 3. chapter 05's shift probe
+    edit = [VectorEdit(layer, -1, theta)]
+    with torch.no_grad(), inject(lm, edit, attention_mask=mask), record_final_norm_input(lm) as cap:
+        ref = lm.model(input_ids=ids, attention_mask=mask).logits[:, -1]
+    last = LastTokenRunner(lm, task, queries)
+    with torch.no_grad():
+        fast = torch.cat([last.forward(b, edit) for b in last.batches])
+    checks["last-token runner logits"] = _rel(fast, ref)
+    argmax["last-token runner logits"] = bool(torch.equal(fast.argmax(-1), ref.argmax(-1)))
+    probe = ShiftProbe(lm, task, queries)
+    states = probe.final_states(layer, theta.float().cpu()[None].expand(n, -1), range(n))
+    checks["shift probe final state"] = _rel(states, cap[-1][:, -1])
+
+    # 4. embeddings: block 0's input is the (scaled) embedding row
+    raw = lm.model.get_input_embeddings().weight[ids].detach()
+    factor = math.sqrt(lm.d_model) if lm.table.scales_embeddings else 1.0
+    real = mask.bool()
+    checks["block 0 input vs embedding x scale"] = _rel(rec[0][real], (raw * factor).to(rec[0].dtype)[real])
+    checks["block 0 input vs hidden_states[0]"] = _rel(rec[0][real], out.hidden_states[0][real])
+
+    # 5. final norm: x / rms(x) * gain, with the gain the site table gives
+    norm = final_norm(lm)
+    x = cap[-1][:, -1].float()
+    eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-6)))
+    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * norm_gain(norm, lm.table).float()
+    with torch.no_grad():
+        got = norm(cap[-1][:, -1:].to(lm.dtype))[:, 0]
+    checks["final norm vs x / rms(x) * gain"] = _rel(got, expected)
+    lengths = [len(r) for r in prompts.full_rows()]
+    text = lm.model.config.get_text_config() if hasattr(lm.model.config, "get_text_config") else lm.model.config
+    layer_types = getattr(text, "layer_types", None) or []
+    return {"checks": checks, "argmax_equal": argmax, "prompt_tokens": (min(lengths), max(lengths)),
+            "sliding_window": getattr(text, "sliding_window", None) if "sliding_attention" in layer_types else None,
+            "final_norm_input_rms": float(x.pow(2).mean(-1).sqrt().mean())}
+
+
+def clear_memory() -> None:
+    """Drop the prompt sets, runners and probes that the measuring modules keep in memory between calls (they
+    hold a reference to their model), so that a model deleted by the caller is freed before the next loads."""
+    from . import experiments, experiments_extracted, key_heads, linearity, ltv
+
+    for store in (experiments._TEST_SETS, experiments_extracted._EVALSETS, ltv._RUNNERS, key_heads._RUNNERS,
+                  linearity._PROBES, linearity._EVALSETS):
+        store.clear()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def architecture_row(lm: Any) -> dict[str, Any]:
+    """The sizes and conventions of a loaded model that matter to the book."""
+    g = lm.geometry
+    text = lm.model.config.get_text_config() if hasattr(lm.model.config, "get_text_config") else lm.model.config
+    layer_types = getattr(text, "layer_types", None) or []
+    window = getattr(text, "sliding_window", None)
+    return {
+        "family": lm.table.family, "layers": g.n_layers, "d_model": g.d_model, "query heads": g.n_heads,
+        "KV heads": g.n_kv_heads, "head_dim": g.head_dim, "vocabulary": int(text.vocab_size),
+        "parameters (M)": round(sum(p.numel() for p in lm.model.parameters()) / 1e6, 1),
+        "unembedding (M)": round(lm.model.get_output_embeddings().weight.numel() / 1e6, 1),
+        "sliding-window layers": sum(t == "sliding_attention" for t in layer_types),
+        "sliding window": window if layer_types and "sliding_attention" in layer_types else None,
+        "norm gain": "1 + weight" if lm.table.norm_weight_offset else "weight",
+        "embedding scale": f"sqrt(d) = {math.sqrt(g.d_model):.1f}" if lm.table.scales_embeddings else "1",
+        "middle layer": lm.middle_layer, "dtype": str(lm.dtype).removeprefix("torch."),
+    }
+
+
+__all__ = [
+    "ACROSS_MODELS_SIZES", "EXTRACTED", "AcrossModelsSizes", "across_sizes", "architecture_row",
+    "check_code_paths", "clear_memory", "icl_reference", "key_head_results", "linearity_layers", "linearity_results",
+    "middle_layer_results", "plan_tasks", "sweep_results", "table_layers",
+]

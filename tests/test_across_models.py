@@ -1,0 +1,176 @@
+"""Chapter 08's glue (ltvlib.across_models) on tiny random models: the plan per profile, the layer choices that
+make the default model's numbers chapter 01/05 cache hits, the code-path checks (which must catch a wrong site
+table), the ICL fallback beyond a sliding window, and summaries equal to the earlier chapters' measurements."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ltvlib import experiments, key_heads, linearity
+from ltvlib.across_models import (
+    across_sizes,
+    architecture_row,
+    check_code_paths,
+    clear_memory,
+    icl_reference,
+    key_head_results,
+    linearity_layers,
+    linearity_results,
+    middle_layer_results,
+    plan_tasks,
+    sweep_results,
+    table_layers,
+)
+from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
+from ltvlib.experiments_extracted import extracted_curve, extracted_sizes
+from ltvlib.profiles import get_profile, sweep_layers
+from ltvlib.tasks import PAPER_TASKS, load_splits
+from tests.test_gemma3_known_issues import windowed_gemma3
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+class Depth:
+    """Only the sizes matter to the layer choices."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.n_layers, self.middle_layer = n_layers, n_layers // 2
+
+
+def test_plan_per_profile():
+    cpu = get_profile("cpu")
+    plan = plan_tasks(cpu)
+    assert plan["table"] == ["capital", "capitalize", "antonym", "trec"]
+    # chapter 01 trains LTVs at several layers only for its sweep tasks: the sweep must use those
+    assert set(plan["sweep"]) <= set(extracted_sizes(cpu).ltv_sweep_tasks)
+    for part in ("sweep", "key_heads", "linearity"):
+        assert set(plan[part]) <= set(plan["table"])
+    paper = plan_tasks(get_profile("paper"))
+    assert all(paper[part] == list(PAPER_TASKS) for part in paper)
+    assert across_sizes(get_profile("paper")).n_key_queries == 100
+    with pytest.raises(ValueError, match="no chapter-08 sizes for profile 'gpu'"):
+        across_sizes(dataclasses.replace(cpu, name="gpu"))
+
+
+def test_table_layers_are_chapter_01s():
+    cpu = get_profile("cpu")
+    assert table_layers(Depth(30), cpu) == sorted(set(sweep_layers(30, cpu)) | {15})
+    assert table_layers(Depth(18), cpu) == [0, 2, 4, 6, 8, 9, 11, 13, 15, 17]
+    assert table_layers(Depth(18), get_profile("paper")) == list(range(18))
+
+
+def test_linearity_layers_near_quarter_half_three_quarters():
+    cpu = get_profile("cpu")
+    # chapter 05's Antonym layers on SmolLM2 are 0, 4, 8, 10, 15, 19, 24, 29: the fits are reused
+    assert linearity_layers(Depth(30), cpu) == [8, 15, 24]
+    assert set(linearity_layers(Depth(30), cpu)) <= set(linearity.linearity_plan(Depth(30), cpu)["antonym"])
+    assert linearity_layers(Depth(18), cpu) == [4, 9, 14]
+    # chapter 05 has fewer than three layers there: any layer, ties to the earlier one
+    assert linearity_layers(Depth(30), get_profile("smoke")) == [7, 15, 22]
+    assert linearity_layers(Depth(3), get_profile("smoke")) == [0, 1, 2]
+    assert linearity_layers(Depth(18), get_profile("paper"), "trec") == [4, 9, 13]
+
+
+def test_code_paths_agree_on_tiny_models(tiny):
+    result = check_code_paths(tiny, n=5)
+    assert set(result["checks"]) >= {"runner logits", "runner gradient", "last-token runner logits",
+                                     "shift probe final state", "block 0 input vs embedding x scale",
+                                     "block 0 input vs hidden_states[0]", "final norm vs x / rms(x) * gain"}
+    for name, value in result["checks"].items():
+        assert value < 1e-4, name
+    assert all(result["argmax_equal"].values())
+    assert result["prompt_tokens"][0] < result["prompt_tokens"][1]  # left padding is exercised
+    assert result["sliding_window"] == (512 if tiny.table.family == "gemma3" else None)
+    assert result["final_norm_input_rms"] > 0
+
+
+def test_code_paths_catch_a_wrong_site_table(gemma):
+    # Gemma scales its embeddings by sqrt(d) and its norms by 1 + weight; a table that forgets either is caught
+    wrong = dataclasses.replace(gemma, table=dataclasses.replace(gemma.table, scales_embeddings=False,
+                                                                 norm_weight_offset=0.0))
+    checks = check_code_paths(wrong, n=4)["checks"]
+    assert checks["block 0 input vs embedding x scale"] > 1.0
+    assert checks["final norm vs x / rms(x) * gain"] > 0.1
+    assert checks["runner logits"] < 1e-4  # the forward paths do not read those two fields
+
+
+def test_architecture_row(gemma, llama):
+    g, ll = architecture_row(gemma), architecture_row(llama)
+    assert (g["head_dim"], g["query heads"], g["KV heads"], g["d_model"]) == (32, 4, 1, 64)
+    assert g["norm gain"] == "1 + weight" and g["embedding scale"].startswith("sqrt(d)")
+    assert g["sliding-window layers"] == 2 and g["sliding window"] == 512
+    assert ll["norm gain"] == "weight" and ll["embedding scale"] == "1" and ll["sliding window"] is None
+
+
+def test_icl_reference_falls_back_to_full_forwards_beyond_the_sliding_window(cache):
+    lm = windowed_gemma3(16)
+    prof = get_profile("smoke")
+    zero = icl_reference(lm, "antonym", 0, prof)
+    assert zero["path"] == "cached prefix"
+    assert zero["accuracy"] == icl_accuracy(lm, "antonym", 0, prof)["accuracy"]
+    with pytest.raises(ValueError, match="sliding attention window"):
+        icl_accuracy(lm, "antonym", 2, prof)
+    two = icl_reference(lm, "antonym", 2, prof)
+    assert two["path"] == "full"
+    splits = profile_splits("antonym", prof, icl=True)
+    direct = evaluate(EvalSet(lm, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
+                              demo_sets=prof.icl_demo_sets, tail=None))
+    assert two["accuracy"] == direct.accuracy and two["n"] == len(splits.test)
+    assert icl_reference(lm, "antonym", 2, prof) == two  # cached
+
+
+def test_middle_layer_table_reports_what_the_window_prevents(cache):
+    lm = windowed_gemma3(16)
+    prof = get_profile("smoke")
+    row = middle_layer_results(lm, "antonym", prof)
+    # Function Vectors need 4-shot extraction prompts through cached prefixes: longer than the window
+    assert row["function_vector"] is None and "sliding attention window" in row["missing"]["function_vector"]
+    assert row["icl_path"] == {"2": "full"}
+    assert row["vanilla_tv"] is not None and 0 <= row["vanilla_tv"] <= 100
+
+
+def test_summaries_equal_the_chapters_measurements(llama, cache):
+    prof = get_profile("smoke")
+    mid = llama.middle_layer
+    row = middle_layer_results(llama, "antonym", prof)
+    ltv = profile_ltv(llama, "antonym", prof, layers=[mid])
+    assert row["ltv"] == 100 * ltv_accuracy(llama, ltv, prof)["accuracy"]
+    layers = table_layers(llama, prof)
+    for method in ("vanilla_tv", "vanilla_tv_difference", "function_vector"):
+        curve = extracted_curve(llama, "antonym", prof, method, layers)
+        assert row[method] == 100 * curve["layers"][str(mid)]["accuracy"]
+    assert row["zero-shot"] == 100 * icl_accuracy(llama, "antonym", 0, prof)["accuracy"]
+    assert row["missing"] == {} and row["icl_path"] == {"2": "cached prefix"}
+
+    sweep = sweep_results(llama, "antonym", prof)
+    assert sorted(sweep["ltv"]) == [0, 1, 2] and sweep["ltv"][mid] == row["ltv"]
+    assert sorted(sweep["function_vector"]) == layers
+
+    kh = key_head_results(llama, "antonym", prof)
+    assert kh["n_heads"] == 12 and kh["n_key"] == 1 and kh["ltv"] == row["ltv"]
+    for key in ("key_zero", "key_mean", "random_zero", "random_mean"):
+        assert 0 <= kh[key] <= 100
+    assert kh["random_zero_sd"] >= 0
+
+    lin = linearity_results(llama, "antonym", prof)
+    assert sorted(lin) == linearity_layers(llama, prof)
+    ref = linearity.profile_linearity(llama, "antonym", prof, 1)
+    assert lin[1]["w_theta"] == 100 * ref["accuracy"]["reconstruction"]
+    assert lin[1]["r2_heldout"] == ref["r2_heldout"]
+
+
+def test_clear_memory_empties_the_stores(llama, cache):
+    prof = get_profile("smoke")
+    ltv = profile_ltv(llama, "antonym", prof)
+    ltv_accuracy(llama, ltv, prof)
+    key_heads.last_token_runner(llama, "antonym", load_splits("antonym").test[:4])
+    assert experiments._TEST_SETS and key_heads._RUNNERS
+    clear_memory()
+    assert not experiments._TEST_SETS and not key_heads._RUNNERS
