@@ -361,6 +361,46 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
             "final_norm_input_rms": float(x.pow(2).mean(-1).sqrt().mean())}
 
 
+def function_vector_write(lm: Any, fv: Any) -> dict[str, float]:
+    """Compare a Function Vector with what its heads write into the residual stream.
+
+    :func:`ltvlib.baselines.function_vector.build_function_vector` sums ``t_{l,h} = W_O[:, slice(h)] m_{l,h}`` over
+    the top heads (``m`` the mean head outputs). In Llama, Mistral and Qwen2 that *is* what the heads add to the
+    stream. Gemma 3 normalises the attention output before adding it: block ``l`` writes
+    ``N_l(x) = g_l * x / rms(x)`` with ``x = o_proj(m_l)`` the output projection of all of its heads' mean
+    outputs. To first order in head ``h``'s term, given the other heads at their means, the head writes
+    ``J_l t_{l,h}`` with the RMSNorm Jacobian ``J_l v = g_l * (v - x (x . v) / (d rms(x)^2)) / rms(x)``.
+
+    Returns:
+        ``{"fv_norm": |sum t|, "written_norm": |sum J t|, "norm_ratio": fv_norm / written_norm, "cos": cosine of
+        the two}``; for an architecture without an attention-output norm the two are the same vector.
+    """
+    from .heads import o_proj
+    from .ov import sublayer_norms
+    from .sites import decoder_layers, get_module
+
+    norms = sublayer_norms(lm)
+    means = fv.mean_outputs.to(device=lm.device, dtype=torch.float32)
+    summed = torch.zeros(lm.d_model, dtype=torch.float64)
+    written = torch.zeros(lm.d_model, dtype=torch.float64)
+    geo = lm.geometry
+    for layer, head in fv.heads:
+        w = o_proj(lm, layer).weight.detach().float()
+        term = (w[:, head * geo.head_dim : (head + 1) * geo.head_dim] @ means[layer, head]).double().cpu()
+        summed += term
+        if norms.attn_out is None:
+            written += term
+            continue
+        x = (w @ means[layer].reshape(-1)).double().cpu()
+        norm = get_module(decoder_layers(lm.model)[layer], norms.attn_out)
+        gain = norm_gain(norm, lm.table).double().cpu()
+        ms = x.pow(2).mean()
+        written += gain * (term - x * (x @ term) / (lm.d_model * ms)) / ms.sqrt()
+    cos = float(summed @ written / (summed.norm() * written.norm()).clamp_min(1e-300))
+    return {"fv_norm": float(summed.norm()), "written_norm": float(written.norm()),
+            "norm_ratio": float(summed.norm() / written.norm().clamp_min(1e-300)), "cos": cos}
+
+
 def clear_memory() -> None:
     """Drop the prompt sets, runners and probes that the measuring modules keep in memory between calls (they
     hold a reference to their model), so that a model deleted by the caller is freed before the next loads."""
@@ -395,6 +435,6 @@ def architecture_row(lm: Any) -> dict[str, Any]:
 
 __all__ = [
     "ACROSS_MODELS_SIZES", "EXTRACTED", "AcrossModelsSizes", "across_sizes", "architecture_row",
-    "check_code_paths", "clear_memory", "icl_reference", "key_head_results", "linearity_layers", "linearity_results",
+    "check_code_paths", "clear_memory", "function_vector_write", "icl_reference", "key_head_results", "linearity_layers", "linearity_results",
     "middle_layer_results", "plan_tasks", "sweep_results", "table_layers",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 from ltvlib import experiments, key_heads, linearity
 from ltvlib.across_models import (
@@ -14,6 +15,7 @@ from ltvlib.across_models import (
     architecture_row,
     check_code_paths,
     clear_memory,
+    function_vector_write,
     icl_reference,
     key_head_results,
     linearity_layers,
@@ -174,3 +176,48 @@ def test_clear_memory_empties_the_stores(llama, cache):
     assert experiments._TEST_SETS and key_heads._RUNNERS
     clear_memory()
     assert not experiments._TEST_SETS and not key_heads._RUNNERS
+
+
+def _fake_fv(lm, heads, seed=0):
+    from types import SimpleNamespace
+
+    g = lm.geometry
+    means = torch.randn(g.n_layers, g.n_heads, g.head_dim, generator=torch.Generator().manual_seed(seed))
+    return SimpleNamespace(mean_outputs=means, heads=tuple(heads))
+
+
+def test_function_vector_write_is_the_fv_where_nothing_normalises_the_attention_output(llama):
+    fv = _fake_fv(llama, [(0, 1), (2, 3)])
+    r = function_vector_write(llama, fv)
+    assert r["norm_ratio"] == pytest.approx(1.0) and r["cos"] == pytest.approx(1.0)
+
+
+def test_function_vector_write_follows_gemmas_attention_output_norm():
+    from ltvlib.heads import o_proj
+    from ltvlib.sites import decoder_layers
+    from tests.models_fixtures import tiny_gemma3
+
+    lm = tiny_gemma3()  # fresh: the gains below must not leak into the shared fixture
+    gen = torch.Generator().manual_seed(3)
+    for block in decoder_layers(lm.model):
+        with torch.no_grad():
+            block.post_attention_layernorm.weight.copy_(torch.randn(lm.d_model, generator=gen))
+    heads = [(0, 1), (2, 3), (2, 0)]
+    fv = _fake_fv(lm, heads)
+    r = function_vector_write(lm, fv)
+    # finite differences of the real norm module around o_proj(all heads' means), one head's term at a time
+    hd, eps = lm.geometry.head_dim, 1e-3
+    written = torch.zeros(lm.d_model, dtype=torch.float64)
+    total = torch.zeros(lm.d_model, dtype=torch.float64)
+    with torch.no_grad():
+        for layer, head in heads:
+            w = o_proj(lm, layer).weight.double()
+            term = w[:, head * hd : (head + 1) * hd] @ fv.mean_outputs[layer, head].double()
+            x = w @ fv.mean_outputs[layer].reshape(-1).double()
+            norm = decoder_layers(lm.model)[layer].post_attention_layernorm.double()
+            written += (norm(x + eps * term) - norm(x - eps * term)) / (2 * eps)
+            total += term
+            norm.float()
+    assert r["written_norm"] == pytest.approx(float(written.norm()), rel=1e-4)
+    assert r["fv_norm"] == pytest.approx(float(total.norm()), rel=1e-5)
+    assert abs(r["norm_ratio"] - 1) > 0.1  # the FV's size is not what the heads write
