@@ -1,16 +1,18 @@
 """The book's headline measurements on several models side by side (chapter 08).
 
 Nothing here defines a new measurement. Each function calls the one an earlier chapter uses, with the
-arguments that chapter passes, so that on the book's default model every number is read back from the
-cache those chapters filled, and on any other model it is computed the same way:
+arguments that chapter passes, so that on the book's default model the vectors, and all but a few single-layer
+evaluations, are read back from the cache those chapters filled, and on any other model they are computed the
+same way:
 
 - :func:`middle_layer_results`: chapter 01's baseline setting: zero-shot and ICL
   (:func:`ltvlib.experiments.icl_accuracy`), the LTV at the middle layer (``profile_ltv`` +
   ``ltv_accuracy``: *added* at the input of block ``L // 2``, last prompt token), and the extracted vectors
-  injected at the *output* of block ``L // 2`` (:func:`ltvlib.experiments_extracted.extracted_curve`:
+  injected at the *output* of block ``L // 2`` (:func:`ltvlib.experiments_extracted.extracted_curve`, at
+  :func:`extracted_layers`: chapter 01's layers for the sweep tasks, the middle layer alone for the others;
   Vanilla TV *replacing* the last-token state, its difference form and the Function Vector *added*).
-- :func:`sweep_results`: the same vectors at chapter 01's layers (LTVs at ``ltv_layers``, extracted vectors
-  at :func:`table_layers`).
+- :func:`sweep_results`: the same vectors across layers (LTVs at :func:`sweep_ltv_layers`, extracted vectors
+  at chapter 01's :func:`table_layers`).
 - :func:`key_head_results`: chapter 04's ablation of the top 10 % of heads by saliency against random heads
   (:func:`ltvlib.key_heads.key_head_experiment`, heads zeroed or mean-ablated at the last position).
 - :func:`linearity_results`: chapter 05's linear map ``W`` from the LTV at block ``l`` to the shift of the
@@ -20,6 +22,13 @@ cache those chapters filled, and on any other model it is computed the same way:
 :func:`check_code_paths` verifies on a real model that the shortcuts every chapter relies on (cached prompt
 prefixes, single-token passes from a middle block, the site table's norm and embedding conventions) give
 the model's own forward pass.
+
+**The LTV's step size.** The fast recipe was tuned on SmolLM2-135M, whose residual stream has an RMS of about 6
+per coordinate at its middle layer; Gemma-3-270M's is about 28 times larger there, and with the same learning
+rate its LTV stays too small to move the output (``cpu`` profile, Antonym: 2 % test accuracy, against 42.5 %
+with the scaled recipe and 0 % zero-shot). :func:`ltv_profile` scales the recipe's learning rate and initial
+range by that ratio (:func:`recipe_scale`, exactly 1 on SmolLM2, so its vectors are the other chapters'); the
+chapter shows the unscaled recipe beside it on the profile's ``unscaled_tasks``.
 
 Sliding-window attention (Gemma 3: 512 tokens) limits the cached-prefix paths to prompts shorter than the
 window (:func:`ltvlib.prefix.forward_tokens` refuses longer ones). ICL references then fall back on full
@@ -31,7 +40,7 @@ from __future__ import annotations
 
 import gc
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -43,6 +52,7 @@ from .experiments_extracted import extracted_curve, ltv_layers
 from .inject import VectorEdit, inject, record_residual
 from .key_heads import LastTokenRunner, key_head_experiment
 from .linearity import ShiftProbe, final_norm, linearity_plan, profile_linearity, record_final_norm_input
+from .ltv import TrainConfig, with_config
 from .profiles import Profile, sweep_layers
 from .prompts import answer_ids, encode_prompts, pad_left
 from .runner import PromptRunner
@@ -63,37 +73,44 @@ class AcrossModelsSizes:
 
     Attributes:
         tasks: tasks of the middle-layer table (None = all of the profile's tasks).
-        sweep_tasks: tasks whose LTV is trained at several layers (chapter 01's ``ltv_layers``); None = every
-            table task. In the ``cpu`` profile these must be among chapter 01's sweep tasks, else
-            ``ltv_layers`` gives the middle layer only.
+        sweep_tasks: tasks whose LTV is trained at several layers (:func:`sweep_ltv_layers`); None = every
+            table task.
+        unscaled_tasks: tasks whose middle-layer LTV is also trained with the book's unscaled recipe, to show
+            what the step size does (:func:`ltv_profile`); None = every table task.
         key_head_tasks: tasks of the key-head ablation (None = every table task).
         n_key_queries: validation queries for saliency, mean head outputs and attention (chapter 04's).
         n_random: random head sets drawn for the control.
         linearity_tasks: tasks of the linear reconstruction (None = every table task).
         linearity_fractions: depths (fractions of ``L``) whose nearest candidate layers the reconstruction
-            uses.
+            uses (:func:`linearity_layers`); the LTV layer sweep uses the same layers outside ``paper``.
+        n_check: SST-2 prompts of :func:`check_code_paths` (about 6 s of one CPU thread per 3 prompts).
     """
 
     tasks: tuple[str, ...] | None
     sweep_tasks: tuple[str, ...] | None
+    unscaled_tasks: tuple[str, ...] | None
     key_head_tasks: tuple[str, ...] | None
     n_key_queries: int
     n_random: int
     linearity_tasks: tuple[str, ...] | None
     linearity_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
+    n_check: int = 6
 
 
 ACROSS_MODELS_SIZES: dict[str, AcrossModelsSizes] = {
-    # does every cell run, on every model? one task
-    "smoke": AcrossModelsSizes(tasks=("antonym",), sweep_tasks=("antonym",), key_head_tasks=("antonym",),
-                               n_key_queries=8, n_random=2, linearity_tasks=("antonym",)),
-    # chapter 01's LTV-sweep tasks (short prompts; TREC is the classification task), chapter 04's key-head
-    # tasks and chapter 05's linearity task, so the default model's numbers are all cache hits
-    "cpu": AcrossModelsSizes(tasks=("capital", "capitalize", "antonym", "trec"), sweep_tasks=("antonym",),
-                             key_head_tasks=("antonym", "capitalize", "capital"), n_key_queries=64, n_random=5,
-                             linearity_tasks=("antonym",)),
-    "paper": AcrossModelsSizes(tasks=None, sweep_tasks=None, key_head_tasks=None, n_key_queries=100, n_random=5,
-                               linearity_tasks=None),
+    # does every cell run, on every model? one task; the linear fit at the middle and last layers (chapter 05's
+    # smoke layers, cheap: the last layer's LTV and fit run one block)
+    "smoke": AcrossModelsSizes(tasks=("antonym",), sweep_tasks=("antonym",), unscaled_tasks=("antonym",),
+                               key_head_tasks=("antonym",),
+                               n_key_queries=8, n_random=2, linearity_tasks=("antonym",),
+                               linearity_fractions=(0.5, 1.0), n_check=3),
+    # two short-prompt tasks in the table (TREC is the classification task); everything else on Antonym, chapter
+    # 05's sweep task and one of chapter 04's, so that on the default model the LTVs, key heads and fits are
+    # cache hits. Gemma-3-270M's part costs about 20 minutes of one CPU thread (chapter 08 gives the breakdown).
+    "cpu": AcrossModelsSizes(tasks=("antonym", "trec"), sweep_tasks=("antonym",), unscaled_tasks=("antonym",),
+                             key_head_tasks=("antonym",), n_key_queries=64, n_random=5, linearity_tasks=("antonym",)),
+    "paper": AcrossModelsSizes(tasks=None, sweep_tasks=None, unscaled_tasks=None, key_head_tasks=None,
+                               n_key_queries=100, n_random=5, linearity_tasks=None),
 }
 
 
@@ -105,15 +122,16 @@ def across_sizes(profile: Profile) -> AcrossModelsSizes:
 
 
 def plan_tasks(profile: Profile) -> dict[str, list[str]]:
-    """``{"table", "sweep", "key_heads", "linearity"}`` -> task lists of ``profile``, in the paper's order."""
+    """``{"table", "sweep", "unscaled", "key_heads", "linearity"}`` -> task lists of ``profile``, in the paper's
+    order."""
     sizes = across_sizes(profile)
     table = list(sizes.tasks or profile.tasks)
 
     def pick(chosen: tuple[str, ...] | None) -> list[str]:
         return [t for t in table if t in chosen] if chosen is not None else list(table)
 
-    return {"table": table, "sweep": pick(sizes.sweep_tasks), "key_heads": pick(sizes.key_head_tasks),
-            "linearity": pick(sizes.linearity_tasks)}
+    return {"table": table, "sweep": pick(sizes.sweep_tasks), "unscaled": pick(sizes.unscaled_tasks),
+            "key_heads": pick(sizes.key_head_tasks), "linearity": pick(sizes.linearity_tasks)}
 
 
 def table_layers(lm: Any, profile: Profile) -> list[int]:
@@ -122,18 +140,106 @@ def table_layers(lm: Any, profile: Profile) -> list[int]:
     return sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
 
 
+def extracted_layers(lm: Any, profile: Profile, task: str) -> list[int]:
+    """Injection layers of ``task``'s extracted vectors: chapter 01's (:func:`table_layers`) for the tasks of the
+    layer sweep and in ``paper``, the middle layer alone for the other tasks of the middle-layer table. Most of
+    an extracted vector's cost on a large-vocabulary model is its evaluation at each layer (Gemma-3-270M: about
+    2.4 s of one CPU thread per layer and method on 200 test queries, against about 30 s for the extraction)."""
+    if profile.name == "paper" or task in plan_tasks(profile)["sweep"]:
+        return table_layers(lm, profile)
+    return [lm.middle_layer]
+
+
 def linearity_layers(lm: Any, profile: Profile, task: str = "antonym") -> list[int]:
-    """Three injection layers for the linear reconstruction: the layers nearest ``L/4``, ``L/2`` and ``3L/4``
+    """The injection layers of the linear reconstruction: for each depth ``f`` of the profile's
+    ``linearity_fractions`` (``L/4``, ``L/2`` and ``3L/4`` in ``cpu`` and ``paper``), the layer nearest ``f * L``
     among chapter 05's layers for ``task`` in ``profile`` (so its cached fits serve), or among all layers when
-    chapter 05 has fewer than three there. Ties go to the earlier layer."""
+    chapter 05 has fewer layers there than there are depths. Ties go to the earlier layer."""
+    fractions = across_sizes(profile).linearity_fractions
     plan = linearity_plan(lm, profile).get(task, [])
-    candidates = sorted(set(plan)) if len(set(plan)) >= 3 else list(range(lm.n_layers))
+    candidates = sorted(set(plan)) if len(set(plan)) >= len(fractions) else list(range(lm.n_layers))
     chosen: list[int] = []
-    for frac in across_sizes(profile).linearity_fractions:
+    for frac in fractions:
         target = frac * lm.n_layers
         free = [l for l in candidates if l not in chosen] or candidates
         chosen.append(min(free, key=lambda l: (abs(l - target), l)))
     return sorted(set(chosen))
+
+
+def sweep_ltv_layers(lm: Any, profile: Profile, task: str) -> list[int]:
+    """Layers of the LTV layer sweep: every layer in ``paper`` (chapter 01's ``ltv_layers``), else the three
+    layers of the linear reconstruction (:func:`linearity_layers`), whose LTVs it trains anyway."""
+    if profile.name == "paper":
+        return ltv_layers(lm, task, profile)
+    return linearity_layers(lm, profile, task)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# The step size of the LTV recipe, relative to the residual stream
+
+REFERENCE_STREAM_RMS = 6.15
+"""RMS per coordinate of the residual stream entering block 15 of SmolLM2-135M at the last token of the first 32
+Antonym test prompts (zero-shot), measured by :func:`stream_rms`: where the fast recipe (``ltvlib.ltv.FAST_RECIPE``)
+was tuned."""
+
+
+@torch.no_grad()
+def stream_rms(lm: Any, layers: list[int] | None = None, *, task: str = "antonym", n: int = 32) -> dict[int, float]:
+    """RMS per coordinate of the last-token residual stream entering each of ``layers`` (default: every layer),
+    over the first ``n`` zero-shot test prompts of ``task``: ``sqrt(mean over prompts of |h_l|^2 / d)``."""
+    layers = list(range(lm.n_layers)) if layers is None else layers
+    splits = load_splits(task, n_train=600, n_val=400)
+    rows = encode_prompts(lm.tokenizer, splits.task, splits.test[:n]).full_rows()
+    ids, mask = pad_left(rows, lm.tokenizer.pad_token_id, lm.device)
+    with record_residual(lm, layers) as rec:
+        lm.model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
+    return {l: float(rec[l][:, -1].double().pow(2).mean().sqrt()) for l in layers}
+
+
+SCALE_TOLERANCE = 1.25
+"""Streams within this factor of :data:`REFERENCE_STREAM_RMS` keep the recipe as it is (scale exactly 1): the fast
+recipe's learning rate was itself chosen among values 0.02-0.2, so a smaller mismatch is within its tuning, and
+the reference model keeps the other chapters' vectors whatever its precision (bfloat16 on a GPU moves the RMS a
+little)."""
+
+
+def recipe_scale(lm: Any) -> float:
+    """How much larger the residual stream is at ``lm``'s middle layer than at the fast recipe's tuning point
+    (:data:`REFERENCE_STREAM_RMS`), to two significant digits; exactly 1 when the ratio is within
+    :data:`SCALE_TOLERANCE` of 1."""
+    return scale_for(stream_rms(lm, [lm.middle_layer])[lm.middle_layer])
+
+
+def scale_for(rms: float) -> float:
+    """:func:`recipe_scale` for a measured stream RMS ``rms`` (must be positive)."""
+    if not rms > 0:
+        raise ValueError(f"the stream RMS must be positive, got {rms}")
+    ratio = rms / REFERENCE_STREAM_RMS
+    if 1 / SCALE_TOLERANCE <= ratio <= SCALE_TOLERANCE:
+        return 1.0
+    return float(f"{ratio:.2g}")
+
+
+def scaled_recipe(recipe: TrainConfig, scale: float) -> TrainConfig:
+    """``recipe`` with its learning rate and initial range multiplied by ``scale`` (the same recipe when 1).
+
+    Adam moves every coordinate by about the learning rate per step whatever the gradient's size, so with a
+    fixed learning rate an LTV can reach at most about ``lr * steps / 2`` per coordinate (linear decay). That
+    suits a model whose residual stream has the reference's size; in a stream ``scale`` times larger the same
+    vector is ``scale`` times smaller relative to it. Multiplying the learning rate and the initialisation by
+    ``scale`` gives the same *relative* steps (Adam's update is otherwise scale-free)."""
+    if not scale > 0:
+        raise ValueError(f"the scale must be positive, got {scale}")
+    if scale == 1:
+        return recipe
+    return with_config(recipe, lr=recipe.lr * scale, init_range=recipe.init_range * scale)
+
+
+def ltv_profile(profile: Profile, scale: float) -> Profile:
+    """``profile`` whose LTVs are trained with :func:`scaled_recipe` (``profile`` itself when ``scale`` is 1:
+    same cache entries as the other chapters)."""
+    recipe = scaled_recipe(profile.recipe, scale)
+    return profile if recipe == profile.recipe else replace(profile, recipe=recipe)
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -175,14 +281,21 @@ def _curve(lm: Any, task: str, profile: Profile, method: str, layers: list[int],
         return None
 
 
-def middle_layer_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[str, Any]:
+def middle_layer_results(
+    lm: Any, task: str, profile: Profile, *, seed: int = 0, book_recipe: TrainConfig | None = None
+) -> dict[str, Any]:
     """Chapter 01's middle-layer row of one task, in percent.
 
+    Args:
+        profile: sizes, and the recipe of the LTV (``ltv``), e.g. from :func:`ltv_profile`.
+        book_recipe: the recipe of a second LTV (``ltv_book``), typically the book's unscaled one; equal to
+            ``profile.recipe``: the same vector; None: none (``ltv_book`` and ``ltv_book_norm`` are None).
+
     Returns:
-        ``{"zero-shot", "<k>-shot ICL" (each of the profile's shot counts), "ltv", "vanilla_tv",
+        ``{"zero-shot", "<k>-shot ICL" (each of the profile's shot counts), "ltv", "ltv_book", "vanilla_tv",
         "vanilla_tv_difference", "function_vector"}`` -> accuracy (%; None where not computable), plus
-        ``"icl_path"`` (shots -> ``"cached prefix"`` or ``"full"``), ``"ltv_steps"`` and ``"missing"``
-        (method -> reason).
+        ``"icl_path"`` (shots -> ``"cached prefix"`` or ``"full"``), ``"ltv_steps"``, ``"ltv_norm"``,
+        ``"ltv_book_norm"`` and ``"missing"`` (method -> reason).
     """
     mid = lm.middle_layer
     out: dict[str, Any] = {"zero-shot": 100 * icl_reference(lm, task, 0, profile, seed=seed)["accuracy"],
@@ -193,8 +306,17 @@ def middle_layer_results(lm: Any, task: str, profile: Profile, *, seed: int = 0)
         out["icl_path"][str(k)] = r["path"]
     ltv = profile_ltv(lm, task, profile, layers=[mid], seed=seed)
     out["ltv"] = 100 * ltv_accuracy(lm, ltv, profile, seed=seed)["accuracy"]
-    out["ltv_steps"] = ltv.steps
-    layers = table_layers(lm, profile)
+    out["ltv_steps"], out["ltv_norm"] = ltv.steps, float(ltv.vectors.norm())
+    if book_recipe is None:
+        out["ltv_book"] = out["ltv_book_norm"] = None
+    elif book_recipe == profile.recipe:
+        out["ltv_book"], out["ltv_book_norm"] = out["ltv"], out["ltv_norm"]
+    else:
+        book = replace(profile, recipe=book_recipe)
+        ltv = profile_ltv(lm, task, book, layers=[mid], seed=seed)
+        out["ltv_book"] = 100 * ltv_accuracy(lm, ltv, book, seed=seed)["accuracy"]
+        out["ltv_book_norm"] = float(ltv.vectors.norm())
+    layers = extracted_layers(lm, profile, task)
     for method in EXTRACTED:
         curve = _curve(lm, task, profile, method, layers, seed)
         if curve is None:
@@ -206,16 +328,27 @@ def middle_layer_results(lm: Any, task: str, profile: Profile, *, seed: int = 0)
 
 
 def sweep_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[str, dict[int, float]]:
-    """Accuracy (%) by injection layer: ``{"ltv": {layer: acc}, "vanilla_tv": ..., ...}``. LTVs at chapter 01's
-    ``ltv_layers`` (block input), extracted vectors at :func:`table_layers` (block output); a method that
-    cannot be computed on this model gets an empty dict."""
+    """Accuracy (%) by injection layer: ``{"ltv": {layer: acc}, "vanilla_tv": ..., ...}``. LTVs (``profile``'s
+    recipe) at :func:`sweep_ltv_layers` (block input); extracted vectors (block output) at chapter 01's
+    :func:`table_layers` (its cached curve) and, in a second curve, at the LTV layers that list lacks, so that
+    every LTV has extracted vectors to be compared with at its own layer. A method that cannot be computed on
+    this model gets an empty dict."""
     out: dict[str, dict[int, float]] = {"ltv": {}}
-    for layer in ltv_layers(lm, task, profile):
+    ltv_at = sweep_ltv_layers(lm, profile, task)
+    for layer in ltv_at:
         ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
         out["ltv"][layer] = 100 * ltv_accuracy(lm, ltv, profile, seed=seed)["accuracy"]
+    layers = table_layers(lm, profile)
+    extra = [l for l in ltv_at if l not in layers]
     for method in EXTRACTED:
-        curve = _curve(lm, task, profile, method, table_layers(lm, profile), seed)
-        out[method] = {int(l): 100 * v["accuracy"] for l, v in curve["layers"].items()} if curve else {}
+        out[method] = {}
+        for ls in (layers, extra) if extra else (layers,):
+            curve = _curve(lm, task, profile, method, ls, seed)
+            if curve is None:
+                out[method] = {}
+                break
+            out[method] |= {int(l): 100 * v["accuracy"] for l, v in curve["layers"].items()}
+        out[method] = dict(sorted(out[method].items()))
     return out
 
 
@@ -303,7 +436,8 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
     rows = encode_prompts(lm.tokenizer, splits.task, queries).full_rows()
     ids, mask = pad_left(rows, lm.tokenizer.pad_token_id, lm.device)
     with torch.no_grad(), record_residual(lm, [0, layer]) as rec:
-        out = lm.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        # logits of the last position only: on Gemma's 262k vocabulary the full logits cost more than the rest
+        out = lm.model(input_ids=ids, attention_mask=mask, output_hidden_states=True, logits_to_keep=1)
     scale = float(rec[layer][:, -1].norm(dim=-1).mean())
     theta = torch.randn(lm.d_model, generator=g) / math.sqrt(lm.d_model) * scale
     theta = theta.to(device=lm.device, dtype=lm.dtype)
@@ -328,7 +462,7 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
     # 2. chapter 04's last-token runner; 3. chapter 05's shift probe
     edit = [VectorEdit(layer, -1, theta)]
     with torch.no_grad(), inject(lm, edit, attention_mask=mask), record_final_norm_input(lm) as cap:
-        ref = lm.model(input_ids=ids, attention_mask=mask).logits[:, -1]
+        ref = lm.model(input_ids=ids, attention_mask=mask, logits_to_keep=1).logits[:, -1]
     last = LastTokenRunner(lm, task, queries)
     with torch.no_grad():
         fast = torch.cat([last.forward(b, edit) for b in last.batches])
@@ -434,7 +568,29 @@ def architecture_row(lm: Any) -> dict[str, Any]:
 
 
 __all__ = [
-    "ACROSS_MODELS_SIZES", "EXTRACTED", "AcrossModelsSizes", "across_sizes", "architecture_row",
-    "check_code_paths", "clear_memory", "function_vector_write", "icl_reference", "key_head_results", "linearity_layers", "linearity_results",
-    "middle_layer_results", "plan_tasks", "sweep_results", "table_layers",
+    "ACROSS_MODELS_SIZES",
+    "EXTRACTED",
+    "REFERENCE_STREAM_RMS",
+    "SCALE_TOLERANCE",
+    "AcrossModelsSizes",
+    "across_sizes",
+    "architecture_row",
+    "check_code_paths",
+    "clear_memory",
+    "extracted_layers",
+    "function_vector_write",
+    "icl_reference",
+    "key_head_results",
+    "linearity_layers",
+    "linearity_results",
+    "ltv_profile",
+    "middle_layer_results",
+    "plan_tasks",
+    "recipe_scale",
+    "scale_for",
+    "scaled_recipe",
+    "stream_rms",
+    "sweep_ltv_layers",
+    "sweep_results",
+    "table_layers",
 ]

@@ -15,19 +15,26 @@ from ltvlib.across_models import (
     architecture_row,
     check_code_paths,
     clear_memory,
+    extracted_layers,
     function_vector_write,
     icl_reference,
     key_head_results,
     linearity_layers,
     linearity_results,
+    ltv_profile,
     middle_layer_results,
     plan_tasks,
+    recipe_scale,
+    scale_for,
+    scaled_recipe,
+    stream_rms,
+    sweep_ltv_layers,
     sweep_results,
     table_layers,
 )
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
-from ltvlib.experiments_extracted import extracted_curve, extracted_sizes
+from ltvlib.experiments_extracted import extracted_curve
 from ltvlib.profiles import get_profile, sweep_layers
 from ltvlib.tasks import PAPER_TASKS, load_splits
 from tests.test_gemma3_known_issues import windowed_gemma3
@@ -49,11 +56,12 @@ class Depth:
 def test_plan_per_profile():
     cpu = get_profile("cpu")
     plan = plan_tasks(cpu)
-    assert plan["table"] == ["capital", "capitalize", "antonym", "trec"]
-    # chapter 01 trains LTVs at several layers only for its sweep tasks: the sweep must use those
-    assert set(plan["sweep"]) <= set(extracted_sizes(cpu).ltv_sweep_tasks)
+    assert plan["table"] == ["antonym", "trec"]
+    assert plan["key_heads"] == ["antonym"]  # one of chapter 04's tasks: cached on the default model
     for part in ("sweep", "key_heads", "linearity"):
         assert set(plan[part]) <= set(plan["table"])
+    # the default model's LTVs at several layers are chapter 05's (Antonym)
+    assert plan["sweep"] == plan["linearity"] == plan["unscaled"] == ["antonym"]
     paper = plan_tasks(get_profile("paper"))
     assert all(paper[part] == list(PAPER_TASKS) for part in paper)
     assert across_sizes(get_profile("paper")).n_key_queries == 100
@@ -66,6 +74,10 @@ def test_table_layers_are_chapter_01s():
     assert table_layers(Depth(30), cpu) == sorted(set(sweep_layers(30, cpu)) | {15})
     assert table_layers(Depth(18), cpu) == [0, 2, 4, 6, 8, 9, 11, 13, 15, 17]
     assert table_layers(Depth(18), get_profile("paper")) == list(range(18))
+    # extracted vectors at every table layer for the sweep task, at the middle layer for the others
+    assert extracted_layers(Depth(18), cpu, "antonym") == table_layers(Depth(18), cpu)
+    assert extracted_layers(Depth(18), cpu, "trec") == [9]
+    assert extracted_layers(Depth(18), get_profile("paper"), "trec") == list(range(18))
 
 
 def test_linearity_layers_near_quarter_half_three_quarters():
@@ -74,10 +86,52 @@ def test_linearity_layers_near_quarter_half_three_quarters():
     assert linearity_layers(Depth(30), cpu) == [8, 15, 24]
     assert set(linearity_layers(Depth(30), cpu)) <= set(linearity.linearity_plan(Depth(30), cpu)["antonym"])
     assert linearity_layers(Depth(18), cpu) == [4, 9, 14]
-    # chapter 05 has fewer than three layers there: any layer, ties to the earlier one
-    assert linearity_layers(Depth(30), get_profile("smoke")) == [7, 15, 22]
-    assert linearity_layers(Depth(3), get_profile("smoke")) == [0, 1, 2]
+    # smoke: the middle and last layers, chapter 05's smoke layers
+    assert linearity_layers(Depth(30), get_profile("smoke")) == [15, 29] == linearity.linearity_plan(
+        Depth(30), get_profile("smoke"))["antonym"]
+    assert linearity_layers(Depth(3), get_profile("smoke")) == [1, 2]
+    # chapter 05 has fewer layers there than the depths asked for: any layer, ties to the earlier one
+    assert linearity_layers(Depth(30), cpu, "capital") == [7, 15, 22]
+    assert linearity_layers(Depth(3), cpu, "capital") == [0, 1, 2]
     assert linearity_layers(Depth(18), get_profile("paper"), "trec") == [4, 9, 13]
+    assert sweep_ltv_layers(Depth(18), cpu, "antonym") == [4, 9, 14]
+    assert sweep_ltv_layers(Depth(18), get_profile("paper"), "trec") == list(range(18))
+
+
+def test_scaled_recipe_and_profile():
+    cpu = get_profile("cpu")
+    assert scaled_recipe(cpu.recipe, 1.0) is cpu.recipe
+    assert ltv_profile(cpu, 1.0) is cpu  # the reference model keeps the other chapters' cache entries
+    big = ltv_profile(cpu, 28.0)
+    assert big.recipe.lr == pytest.approx(28 * cpu.recipe.lr)
+    assert big.recipe.init_range == pytest.approx(28 * cpu.recipe.init_range)
+    assert big.name == cpu.name and big.n_train == cpu.n_train and big.recipe.batch_size == cpu.recipe.batch_size
+    with pytest.raises(ValueError, match="scale must be positive, got 0"):
+        scaled_recipe(cpu.recipe, 0.0)
+
+
+def test_stream_rms_and_recipe_scale(llama):
+    from ltvlib.inject import record_residual
+    from ltvlib.prompts import encode_prompts, pad_left
+
+    rms = stream_rms(llama, n=5)
+    assert sorted(rms) == [0, 1, 2]
+    rows = encode_prompts(llama.tokenizer, load_splits("antonym").task, load_splits("antonym").test[:5]).full_rows()
+    ids, mask = pad_left(rows, llama.tokenizer.pad_token_id)
+    with torch.no_grad(), record_residual(llama, [1]) as rec:
+        llama.model(input_ids=ids, attention_mask=mask)
+    assert rms[1] == pytest.approx(float(rec[1][:, -1].pow(2).mean().sqrt()), rel=1e-5)
+    assert recipe_scale(llama) == scale_for(stream_rms(llama, [1])[1])
+
+
+def test_scale_for_rounds_and_keeps_the_reference_recipe():
+    assert scale_for(6.15) == 1.0
+    # within SCALE_TOLERANCE of the reference: the recipe as it is (bfloat16 or another precision moves the RMS)
+    assert scale_for(6.15 * 1.2) == scale_for(6.15 / 1.2) == 1.0
+    assert scale_for(6.15 * 1.3) == 1.3
+    assert scale_for(6.15 * 28.34) == 28.0 and scale_for(6.15 * 0.0423) == 0.042
+    with pytest.raises(ValueError, match="stream RMS must be positive, got 0"):
+        scale_for(0.0)
 
 
 def test_code_paths_agree_on_tiny_models(tiny):
@@ -141,9 +195,18 @@ def test_middle_layer_table_reports_what_the_window_prevents(cache):
 def test_summaries_equal_the_chapters_measurements(llama, cache):
     prof = get_profile("smoke")
     mid = llama.middle_layer
-    row = middle_layer_results(llama, "antonym", prof)
+    assert middle_layer_results(llama, "antonym", prof)["ltv_book"] is None  # no second recipe asked for
+    row = middle_layer_results(llama, "antonym", prof, book_recipe=prof.recipe)
     ltv = profile_ltv(llama, "antonym", prof, layers=[mid])
-    assert row["ltv"] == 100 * ltv_accuracy(llama, ltv, prof)["accuracy"]
+    assert row["ltv"] == row["ltv_book"] == 100 * ltv_accuracy(llama, ltv, prof)["accuracy"]
+    assert row["ltv_norm"] == pytest.approx(float(ltv.vectors.norm()))
+    # a second recipe gives a second vector
+    big = ltv_profile(prof, 3.0)
+    two = middle_layer_results(llama, "antonym", big, book_recipe=prof.recipe)
+    assert two["ltv_book"] == row["ltv"]
+    scaled = profile_ltv(llama, "antonym", big, layers=[mid])
+    assert two["ltv"] == 100 * ltv_accuracy(llama, scaled, big)["accuracy"]
+    assert two["ltv_norm"] == pytest.approx(float(scaled.vectors.norm())) != row["ltv_norm"]
     layers = table_layers(llama, prof)
     for method in ("vanilla_tv", "vanilla_tv_difference", "function_vector"):
         curve = extracted_curve(llama, "antonym", prof, method, layers)
@@ -152,8 +215,9 @@ def test_summaries_equal_the_chapters_measurements(llama, cache):
     assert row["missing"] == {} and row["icl_path"] == {"2": "cached prefix"}
 
     sweep = sweep_results(llama, "antonym", prof)
-    assert sorted(sweep["ltv"]) == [0, 1, 2] and sweep["ltv"][mid] == row["ltv"]
-    assert sorted(sweep["function_vector"]) == layers
+    assert sorted(sweep["ltv"]) == sweep_ltv_layers(llama, prof, "antonym") == [1, 2]
+    assert sweep["ltv"][mid] == row["ltv"]
+    assert sorted(sweep["function_vector"]) == layers  # smoke: table layers 0, 1, 2 hold every LTV layer
 
     kh = key_head_results(llama, "antonym", prof)
     assert kh["n_heads"] == 12 and kh["n_key"] == 1 and kh["ltv"] == row["ltv"]
@@ -166,6 +230,20 @@ def test_summaries_equal_the_chapters_measurements(llama, cache):
     ref = linearity.profile_linearity(llama, "antonym", prof, 1)
     assert lin[1]["w_theta"] == 100 * ref["accuracy"]["reconstruction"]
     assert lin[1]["r2_heldout"] == ref["r2_heldout"]
+
+
+def test_sweep_measures_extracted_vectors_at_every_ltv_layer(llama, cache, monkeypatch):
+    import ltvlib.across_models as am
+
+    prof = get_profile("smoke")
+    monkeypatch.setattr(am, "table_layers", lambda lm, profile: [0, 1])  # a table that lacks LTV layer 2
+    sweep = sweep_results(llama, "antonym", prof)
+    assert sorted(sweep["ltv"]) == [1, 2]
+    for method in ("vanilla_tv", "vanilla_tv_difference", "function_vector"):
+        assert list(sweep[method]) == [0, 1, 2]  # chapter 01's curve, then the missing layer in a second one
+        extra = extracted_curve(llama, "antonym", prof, method, [2])
+        assert sweep[method][2] == 100 * extra["layers"]["2"]["accuracy"]
+        assert sweep[method][0] == 100 * extracted_curve(llama, "antonym", prof, method, [0, 1])["layers"]["0"]["accuracy"]
 
 
 def test_clear_memory_empties_the_stores(llama, cache):

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from ltvlib.across_models import architecture_row, check_code_paths
+from ltvlib.across_models import (
+    REFERENCE_STREAM_RMS,
+    SCALE_TOLERANCE,
+    architecture_row,
+    check_code_paths,
+    recipe_scale,
+    stream_rms,
+)
 from ltvlib.models import load_model
 
 pytestmark = pytest.mark.realmodel
@@ -30,3 +37,13 @@ def test_gemma3_architecture_row(real_gemma):
     assert (row["layers"], row["d_model"], row["query heads"], row["KV heads"], row["head_dim"]) == (18, 640, 4, 1, 256)
     assert row["vocabulary"] == 262144 and row["sliding-window layers"] == 15
     assert row["norm gain"] == "1 + weight" and row["embedding scale"] == "sqrt(d) = 25.3"
+
+
+def test_reference_stream_rms_is_smollm2s_and_gemma_gets_a_larger_step(real_gemma):
+    # REFERENCE_STREAM_RMS is a measurement of the default model: it must still be one, so that the default
+    # model's LTVs in chapter 08 are the other chapters' (scale exactly 1)
+    smol = load_model("smollm2-135m", device="cpu")
+    rms = stream_rms(smol, [smol.middle_layer])[smol.middle_layer]
+    assert rms == pytest.approx(REFERENCE_STREAM_RMS, rel=0.01)
+    assert recipe_scale(smol) == 1.0
+    assert recipe_scale(real_gemma) > SCALE_TOLERANCE
