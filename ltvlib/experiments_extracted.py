@@ -65,8 +65,10 @@ EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
     "cpu": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(n_contexts=8, n_dev=50),
         function_vector=FunctionVectorConfig(n_mean=20, n_ie=5),
+        # The four short-prompt tasks get the profile's ten sweep layers (plus the middle one): 36 more LTVs,
+        # about 15 CPU-minutes. SST-2, SNLI and RTE prompts are 3-13 times longer, and one of their LTVs
+        # costs 1.5-4 minutes at the middle layer, more at early layers.
         ltv_sweep_tasks=("capital", "capitalize", "antonym", "trec"),
-        ltv_sweep_layers=5,
     ),
     "paper": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(), function_vector=FunctionVectorConfig(), ltv_sweep_tasks=None,
