@@ -341,9 +341,9 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 # - **FV sizes in the `cpu` profile.** Todd et al. use 100 clean and 25 corrupted prompts (the `paper`
 #   profile does); the `cpu` profile uses fewer (see the top of the chapter), because 10-shot RTE prompts run
 #   to about 940 tokens and the full sizes would take most of an hour on two CPU cores.
-# - **LTV layer sweep in the `cpu` profile.** One LTV per (task, layer) costs 10-70 s for the four
-#   short-prompt tasks (more the earlier the layer: every later block runs forward and backward) and minutes
-#   for SST-2, SNLI and RTE. So the `cpu` profile trains the four short-prompt tasks at ten spread layers plus
+# - **LTV layer sweep in the `cpu` profile.** One LTV per (task, layer) costs 6-70 s for the four
+#   short-prompt tasks (more the earlier the layer: every later block runs forward and backward; see the
+#   table of steps and seconds above) and over a minute at the middle layer alone for SST-2, SNLI and RTE. So the `cpu` profile trains the four short-prompt tasks at ten spread layers plus
 #   the middle one, and the three long-prompt tasks at the middle layer only; `paper` trains every task at
 #   every layer. The extracted vectors get the full sweep on every task.
 # - **Time.** The `cpu` run of this chapter takes about half an hour on two CPU cores (the build log gives the

@@ -45,7 +45,8 @@ if [[ "$(cat "$stamp_file" 2>/dev/null || true)" != "$want" ]]; then
 fi
 
 # Dequantise the embedded models once per machine (SmolLM2 about 25 s, Gemma 3 about 70 s) into the cache
-# (LTV_CACHE_DIR), so that no chapter's or test's time includes it; later runs find them there.
+# (LTV_CACHE_DIR), so that no chapter's or test's time includes it; later runs find them there. The path test
+# mirrors ltvlib.models._dequantised_dir, so that a prepared machine skips loading the models here.
 python - <<'PY'
 from ltvlib.cache import cache_root
 from ltvlib.models import MODEL_REGISTRY, load_model
