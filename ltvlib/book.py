@@ -216,6 +216,12 @@ def staging_dir(root: Path, params: dict[str, Any]) -> Path:
     return root / "_build" / "runs" / name
 
 
+def claims_root(root: Path, params: dict[str, Any]) -> Path:
+    """The book root whose ``results/claims/`` a run with ``params`` records into: ``root`` itself only for
+    the default setting (the one whose outputs are committed), else :func:`staging_dir`."""
+    return root if is_default(params) else staging_dir(root, params)
+
+
 # ------------------------------------------------------------------------ stamps
 
 
@@ -332,7 +338,8 @@ def execute_chapter(
         cwd: kernel working dir; default the chapter's own dir (``chapters/``).
         work_dir: where papermill writes while running; default ``<root>/_build/executing``.
         book_root: the root results are recorded under, passed to the kernel as ``$LTV_BOOK_ROOT``;
-            default the chapter's own root.
+            default :func:`claims_root` (the chapter's own root for the default setting, else its staging
+            dir: a smoke run must never overwrite the repository's committed claims).
         stamp: stored in the notebook's metadata; default :func:`make_stamp` of ``chapter`` and ``params``.
 
     Returns:
@@ -365,7 +372,7 @@ def execute_chapter(
     start = time.perf_counter()
     # the kernel inherits this process's environment when papermill starts it
     previous_root = os.environ.get(BOOK_ROOT_ENV)
-    os.environ[BOOK_ROOT_ENV] = str((book_root or chapter.root).resolve())
+    os.environ[BOOK_ROOT_ENV] = str((book_root or claims_root(chapter.root, params)).resolve())
     try:
         pm.execute_notebook(
             nb,

@@ -2,24 +2,37 @@
 
 A chapter ends with one call::
 
-    from ltvlib.scorecard import Claim, record_claims
+    from ltvlib.scorecard import Claim, direction_rule, record_claims
+    from ltvlib.stats import paired_bootstrap_difference
 
+    gap = paired_bootstrap_difference(ltv_correct, fv_correct)   # (seeds, queries) 0/1 arrays, same queries
     record_claims("01_ltv_vs_extracted", [
         Claim(
             paper_claim=1,                      # the paper's claim it tests (keys of PAPER_CLAIMS)
             key="middle-layer",                 # unique within the chapter
-            statement="At the middle layer the LTV beats both extracted vectors.",
-            paper="LTV 83.49 %, Vanilla TV 37.80 %, FV 37.30 % (Llama-3.1-8B, 7 tasks)",
-            ours=f"LTV {ltv:.1f} %, Vanilla TV {vtv:.1f} %, FV {fv:.1f} %",
-            checks={"LTV average above both extracted averages": ltv > max(vtv, fv)},
+            statement="At the middle layer the LTV beats the Function Vector.",
+            paper="LTV 83.49 %, FV 37.30 % (Llama-3.1-8B, 7 tasks)",
+            ours=f"LTV − FV {gap}",
+            rule=direction_rule(gap.value, gap.interval, paper_direction=+1),
+            intervals={"LTV − FV": gap},        # n and seeds default to the intervals'
             evidence="ch01-table-middle",       # a MyST target `(ch01-table-middle)=` in the chapter
             evidence_title="the middle-layer table",
         ),
     ], model=model, profile=profile, seed=seed)
 
-The verdict is never written by hand: it follows from ``checks``, named conditions the chapter computes
-from its own measurements (:func:`verdict_of`): every check passes -> *reproduced*, some -> *partly*, none ->
-*not reproduced*, no checks (the run measured nothing for the claim) -> *not measured*. The call writes
+The verdict is never written by hand: it comes from a rule in code applied to the chapter's measurements, one
+of five levels (:data:`VERDICT_LEVELS`):
+
+- :func:`direction_rule`: the interval of a difference lies on the paper's side of 0 -> *reproduced*, on the
+  other side -> *not reproduced*, across 0 -> *inconclusive*;
+- :func:`threshold_rule`: the same against a bound ("recovers at least 80 % of the gain");
+- :func:`combine_rule`: sub-claims, some reproduced and some not -> *partly*;
+- :func:`not_testable`: *not testable at this scale*, with the reason.
+
+The claim saves the rule's name and inputs, and reading it back re-applies the rule (:data:`RULES`), so a
+saved verdict that its rule does not give is an error. Claims saved before intervals carry ``checks``, named
+bools (:func:`verdict_of`: all pass -> reproduced, some -> partly, none -> not reproduced, no checks -> not
+measured); they still load, and the scorecard marks them "no interval recorded". The call writes
 ``results/claims/<chapter>.json`` under the book root being executed, atomically, and returns a
 :class:`ClaimSheet`, which renders as the chapter's verdict list when it is the cell's last expression.
 
@@ -35,30 +48,43 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ltvlib.book import BOOK_ROOT_ENV, CLAIMS_DIR, is_default, read_chapters, staging_dir
+from ltvlib.book import BOOK_ROOT_ENV, CLAIMS_DIR, claims_root, is_default, read_chapters
 from ltvlib.cache import atomic_write_text
+from ltvlib.stats import Estimate, format_estimate
 
 __all__ = [
     "PAPER_CLAIMS",
+    "RULES",
+    "VERDICT_LEVELS",
     "Claim",
     "ClaimSheet",
+    "RuleResult",
     "Verdict",
     "book_root",
+    "checks_rule",
+    "combine_rule",
+    "direction_rule",
     "load_sheets",
+    "not_testable",
     "record_claims",
     "scorecard_markdown",
     "summary_markdown",
+    "threshold_rule",
+    "uncertainty_text",
     "verdict_counts",
     "verdict_of",
 ]
 
-SCHEMA = 1
+# 2: claims record their rule (name, inputs), n, seeds and intervals; 1: checks only (still read).
+SCHEMA = 2
+READABLE_SCHEMAS = (1, 2)
 
 # The paper's claims as /work/shared/paper/notes.md lists them (chapter 00 states them too). A Claim record
 # names the one it tests; the scorecard lists every one, measured or not.
@@ -84,23 +110,201 @@ _CHAPTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
 class Verdict(str, enum.Enum):
-    """A claim's verdict; its value is what the tables print."""
+    """A claim's verdict; its value is what the tables print.
+
+    The five levels (:data:`VERDICT_LEVELS`) each come from a rule in code: :func:`direction_rule` and
+    :func:`threshold_rule` give reproduced, not reproduced or inconclusive from an interval; :func:`combine_rule`
+    gives partly when some sub-claims are reproduced and some not; :func:`not_testable` says what this model or
+    budget cannot show. ``NOT_MEASURED`` is the old checks rule's answer to a claim with no checks.
+    """
 
     REPRODUCED = "reproduced"
     PARTLY = "partly"
     NOT_REPRODUCED = "not reproduced"
+    INCONCLUSIVE = "inconclusive"
+    NOT_TESTABLE = "not testable at this scale"
     NOT_MEASURED = "not measured"
 
 
+VERDICT_LEVELS: tuple[Verdict, ...] = (
+    Verdict.REPRODUCED, Verdict.PARTLY, Verdict.NOT_REPRODUCED, Verdict.INCONCLUSIVE, Verdict.NOT_TESTABLE,
+)
+
+
 def verdict_of(checks: Iterable[tuple[str, bool]] | Mapping[str, bool]) -> Verdict:
-    """The rule every chapter uses: all checks pass -> reproduced, some -> partly, none -> not reproduced;
-    no checks -> not measured."""
+    """The checks rule (claims recorded before intervals): all checks pass -> reproduced, some -> partly, none
+    -> not reproduced; no checks -> not measured."""
     passed = [bool(ok) for _, ok in (checks.items() if isinstance(checks, Mapping) else checks)]
     if not passed:
         return Verdict.NOT_MEASURED
     if all(passed):
         return Verdict.REPRODUCED
     return Verdict.PARTLY if any(passed) else Verdict.NOT_REPRODUCED
+
+
+# ------------------------------------------------------------------------------------------------ rules
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleResult:
+    """A verdict with the rule that gave it and that rule's inputs.
+
+    Attributes:
+        verdict: the level the rule chose.
+        rule: the rule's name, a key of :data:`RULES`.
+        inputs: the keyword arguments that reproduce the verdict: ``RULES[rule](**inputs)`` (plain JSON values).
+        reason: one sentence saying why, for the scorecard.
+    """
+
+    verdict: Verdict
+    rule: str
+    inputs: Mapping[str, Any]
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "verdict": self.verdict.value, "inputs": dict(self.inputs), "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RuleResult:
+        """Re-apply the named rule to the saved inputs; a saved verdict the rule does not give is an error."""
+        name = d["rule"]
+        if name not in RULES:
+            raise ValueError(f"unknown rule {name!r}; rules: {sorted(RULES)}")
+        result = RULES[name](**d["inputs"])
+        if result.verdict.value != d["verdict"]:
+            raise ValueError(
+                f"rule {name!r} gives {result.verdict.value!r} on the saved inputs, but {d['verdict']!r} was saved"
+            )
+        return result
+
+
+def _result(verdict: Verdict, rule: str, inputs: Mapping[str, Any], reason: str) -> RuleResult:
+    # inputs go through JSON once so a result built in a chapter equals the one read back from its file
+    return RuleResult(verdict, rule, json.loads(json.dumps(dict(inputs))), reason)
+
+
+def _interval(value: Any, interval: Sequence[Any], rule: str) -> tuple[float, float, float]:
+    v = float(value)
+    if len(interval) != 2:
+        raise ValueError(f"{rule}: interval must be (low, high), got {interval!r}")
+    lo, hi = float(interval[0]), float(interval[1])
+    if not all(math.isfinite(x) for x in (v, lo, hi)):
+        raise ValueError(f"{rule}: value {v!r} and interval [{lo!r}, {hi!r}] must be finite")
+    if not lo - 1e-9 <= v <= hi + 1e-9:
+        raise ValueError(f"{rule}: value {v!r} lies outside its interval [{lo!r}, {hi!r}]")
+    return v, lo, hi
+
+
+def _g(x: float) -> str:
+    return f"{x:+.3g}"
+
+
+def direction_rule(diff: float, interval: Sequence[float], paper_direction: int = 1, *, margin: float = 0.0) -> RuleResult:
+    """The paper says a difference (method A minus B) has a sign; does our interval agree?
+
+    Reproduced when the whole interval lies beyond ``margin`` on the paper's side; not reproduced when it lies
+    entirely on the other side (``margin`` included: an interval of exactly 0 excludes "A beats B");
+    inconclusive when it admits both.
+
+    Args:
+        diff: our difference, e.g. :attr:`ltvlib.stats.Estimate.value` of a paired bootstrap.
+        interval: its (low, high), e.g. ``Estimate.interval``.
+        paper_direction: +1 if the paper finds A above B, -1 if below.
+        margin: how far past 0 the difference must be, in the difference's unit (default 0).
+    """
+    if paper_direction not in (1, -1):
+        raise ValueError(f"direction: paper_direction must be +1 or -1, got {paper_direction!r}")
+    v, lo, hi = _interval(diff, interval, "direction")
+    margin = float(margin)
+    # flip to the paper's orientation: the paper claims s*diff > margin
+    a, b = sorted((paper_direction * lo - margin, paper_direction * hi - margin))
+    side = f"{'above' if paper_direction > 0 else 'below'} {_g(paper_direction * margin)}"
+    span = f"[{_g(lo)}, {_g(hi)}]"
+    if a > 0:
+        verdict, why = Verdict.REPRODUCED, f"the interval {span} lies {side}, the paper's side"
+    elif b <= 0:
+        verdict, why = Verdict.NOT_REPRODUCED, f"the interval {span} excludes the paper's direction ({side})"
+    else:
+        verdict, why = Verdict.INCONCLUSIVE, f"the interval {span} admits both directions around {_g(margin)}"
+    inputs = {"diff": v, "interval": [lo, hi], "paper_direction": paper_direction, "margin": margin}
+    return _result(verdict, "direction", inputs, why)
+
+
+def threshold_rule(value: float, interval: Sequence[float], threshold: float, *, at_least: bool = True) -> RuleResult:
+    """The paper's claim is a bound, e.g. "the OV part recovers at least 80 % of the gain"; does our interval
+    clear it?
+
+    With ``at_least``: reproduced when the whole interval is at or above ``threshold``, not reproduced when it
+    is entirely below, inconclusive when it straddles it. ``at_least=False`` mirrors this for "at most".
+    """
+    v, lo, hi = _interval(value, interval, "threshold")
+    t = float(threshold)
+    if not math.isfinite(t):
+        raise ValueError(f"threshold: threshold must be finite, got {threshold!r}")
+    at_least = bool(at_least)
+    span, bound = f"[{lo:.3g}, {hi:.3g}]", f"{'≥' if at_least else '≤'} {t:.3g}"
+    clears, fails = (lo >= t, hi < t) if at_least else (hi <= t, lo > t)
+    if clears:
+        verdict, why = Verdict.REPRODUCED, f"the interval {span} lies within {bound}"
+    elif fails:
+        verdict, why = Verdict.NOT_REPRODUCED, f"the interval {span} lies outside {bound}"
+    else:
+        verdict, why = Verdict.INCONCLUSIVE, f"the interval {span} straddles the bound {bound}"
+    return _result(verdict, "threshold", {"value": v, "interval": [lo, hi], "threshold": t, "at_least": at_least}, why)
+
+
+def combine_rule(parts: Mapping[str, RuleResult | Mapping[str, Any]]) -> RuleResult:
+    """A claim made of sub-claims, each with its own rule.
+
+    Sub-claims not testable at this scale are set aside (all of them -> not testable). Of the rest: all
+    reproduced -> reproduced; all not reproduced -> not reproduced; all inconclusive -> inconclusive; some
+    reproduced (or partly) beside others that are not -> partly; none reproduced, some not reproduced and some
+    inconclusive -> not reproduced (a part of the claim is contradicted and nothing supports it).
+
+    Args:
+        parts: sub-claim name -> its :class:`RuleResult` (or that result's ``to_dict()``, as saved).
+    """
+    if not parts:
+        raise ValueError("combined: give at least one sub-claim")
+    results = {str(k): v if isinstance(v, RuleResult) else RuleResult.from_dict(v) for k, v in parts.items()}
+    testable = [r.verdict for r in results.values() if r.verdict is not Verdict.NOT_TESTABLE]
+    if not testable:
+        verdict = Verdict.NOT_TESTABLE
+    elif all(v is testable[0] for v in testable) and testable[0] is not Verdict.NOT_MEASURED:
+        verdict = testable[0]
+    elif any(v in (Verdict.REPRODUCED, Verdict.PARTLY) for v in testable):
+        verdict = Verdict.PARTLY
+    elif Verdict.NOT_REPRODUCED in testable:
+        verdict = Verdict.NOT_REPRODUCED
+    else:
+        verdict = Verdict.INCONCLUSIVE
+    why = "; ".join(f"{k}: {r.verdict.value}" for k, r in results.items())
+    return _result(verdict, "combined", {"parts": {k: r.to_dict() for k, r in results.items()}}, why)
+
+
+def not_testable(reason: str) -> RuleResult:
+    """What this model or budget cannot show, and why (e.g. "the 135M model has no 7-task ICL baseline above
+    chance"). The reason is required: it is the verdict's whole content."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("not testable: give the reason (what the model or budget cannot show, and why)")
+    return _result(Verdict.NOT_TESTABLE, "not testable", {"reason": reason.strip()}, reason.strip())
+
+
+def checks_rule(checks: Mapping[str, Any] | Sequence[Sequence[Any]]) -> RuleResult:
+    """The rule of claims recorded without intervals (:func:`verdict_of`), as a :class:`RuleResult`."""
+    pairs = [(str(n), _as_bool(str(n), v)) for n, v in (checks.items() if isinstance(checks, Mapping) else checks)]
+    why = "; ".join(f"{'✓' if ok else '✗'} {name}" for name, ok in pairs) or "(nothing measured)"
+    return _result(verdict_of(pairs), "checks", {"checks": [[n, ok] for n, ok in pairs]}, why)
+
+
+# Every rule by its saved name: a saved claim's verdict is re-derived as RULES[name](**inputs).
+RULES: dict[str, Callable[..., RuleResult]] = {
+    "direction": direction_rule,
+    "threshold": threshold_rule,
+    "combined": combine_rule,
+    "not testable": not_testable,
+    "checks": checks_rule,
+}
 
 
 def _as_bool(name: str, value: Any) -> bool:
@@ -123,12 +327,19 @@ class Claim:
         statement: what the paper claims, in one sentence.
         paper: the paper's number(s) as text, with its model (e.g. ``"83.49 % (Llama-3.1-8B)"``).
         ours: our number(s) as text, computed in the chapter.
-        checks: the verdict's rule: named conditions, each a bool computed from the chapter's measurements, in
-            the order they should be read (a mapping, or a sequence of ``(name, bool)`` pairs).
+        checks: the old verdict rule (claims without intervals): named conditions, each a bool computed from the
+            chapter's measurements, in reading order (a mapping, or ``(name, bool)`` pairs). Leave empty when
+            ``rule`` is given.
         evidence: MyST label of the figure, table or section that supports the row; the chapter defines it
             with a ``(label)=`` target (lower case; prefix it with the chapter, ``ch01-...``).
         evidence_title: the link's text, e.g. ``"Figure 1.1"``.
         note: optional, one sentence on why ours differs.
+        rule: the verdict's rule with its inputs (:func:`direction_rule`, :func:`threshold_rule`,
+            :func:`combine_rule`, :func:`not_testable`); without it the verdict follows from ``checks``.
+        intervals: the numbers the verdict rests on, name -> :class:`~ltvlib.stats.Estimate` (a mapping or
+            ``(name, Estimate)`` pairs), e.g. ``{"LTV − FV": paired_bootstrap_difference(ltv, fv)}``.
+        n: test queries behind the verdict; default the smallest ``n`` of ``intervals``.
+        seeds: training seeds behind the verdict; default the smallest ``seeds`` of ``intervals``.
     """
 
     paper_claim: int
@@ -140,6 +351,10 @@ class Claim:
     evidence: str
     evidence_title: str
     note: str = ""
+    rule: RuleResult | None = None
+    intervals: tuple[tuple[str, Estimate], ...] = ()
+    n: int | None = None
+    seeds: int | None = None
 
     def __init__(
         self,
@@ -148,10 +363,15 @@ class Claim:
         statement: str,
         paper: str,
         ours: str,
-        checks: Mapping[str, Any] | Sequence[tuple[str, Any]],
-        evidence: str,
-        evidence_title: str,
+        checks: Mapping[str, Any] | Sequence[tuple[str, Any]] = (),
+        evidence: str = "",
+        evidence_title: str = "",
         note: str = "",
+        *,
+        rule: RuleResult | None = None,
+        intervals: Mapping[str, Estimate] | Sequence[tuple[str, Estimate]] = (),
+        n: int | None = None,
+        seeds: int | None = None,
     ) -> None:
         if paper_claim not in PAPER_CLAIMS:
             raise ValueError(f"paper_claim {paper_claim!r} is not one of the paper's claims {sorted(PAPER_CLAIMS)}")
@@ -169,6 +389,21 @@ class Claim:
         names = [str(n) for n, _ in pairs]
         if len(set(names)) != len(names):
             raise ValueError(f"claim {key!r}: duplicate check names {names}")
+        if rule is not None and not isinstance(rule, RuleResult):
+            raise TypeError(f"claim {key!r}: rule must be a RuleResult (direction_rule(...), ...), got {type(rule).__name__}")
+        if rule is not None and pairs:
+            raise ValueError(f"claim {key!r}: give checks (the old rule) or a rule, not both")
+        named = list(intervals.items()) if isinstance(intervals, Mapping) else [tuple(p) for p in intervals]
+        for name, est in named:
+            if not isinstance(est, Estimate):
+                raise TypeError(f"claim {key!r}: interval {name!r} must be an ltvlib.stats.Estimate, got {type(est).__name__}")
+        if len({str(name) for name, _ in named}) != len(named):
+            raise ValueError(f"claim {key!r}: duplicate interval names {[name for name, _ in named]}")
+        n = min((e.n for _, e in named), default=None) if n is None else n
+        seeds = min((e.seeds for _, e in named), default=None) if seeds is None else seeds
+        for name, count in (("n", n), ("seeds", seeds)):
+            if count is not None and (isinstance(count, bool) or int(count) != count or count < 1):
+                raise ValueError(f"claim {key!r}: {name} must be a positive integer, got {count!r}")
         set_ = object.__setattr__  # frozen dataclass: assign once, here
         set_(self, "paper_claim", int(paper_claim))
         set_(self, "key", key)
@@ -179,10 +414,27 @@ class Claim:
         set_(self, "evidence", evidence)
         set_(self, "evidence_title", evidence_title.strip())
         set_(self, "note", note.strip())
+        set_(self, "rule", rule)
+        set_(self, "intervals", tuple((str(name), est) for name, est in named))
+        set_(self, "n", None if n is None else int(n))
+        set_(self, "seeds", None if seeds is None else int(seeds))
+
+    @property
+    def rule_result(self) -> RuleResult:
+        """The rule that gives the verdict: ``rule``, or the checks rule for a claim without one."""
+        return self.rule if self.rule is not None else checks_rule(self.checks)
 
     @property
     def verdict(self) -> Verdict:
-        return verdict_of(self.checks)
+        return self.rule.verdict if self.rule is not None else verdict_of(self.checks)
+
+    @property
+    def rule_name(self) -> str:
+        return self.rule_result.rule
+
+    @property
+    def has_interval(self) -> bool:
+        return bool(self.intervals)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,7 +444,11 @@ class Claim:
             "paper": self.paper,
             "ours": self.ours,
             "checks": [{"check": n, "passed": ok} for n, ok in self.checks],
-            "verdict": self.verdict.value,  # informational: readers recompute it from the checks
+            "verdict": self.verdict.value,  # informational: readers re-derive it from the rule
+            "rule": self.rule_result.to_dict(),
+            "n": self.n,
+            "seeds": self.seeds,
+            "intervals": [{"name": name, **est.to_dict()} for name, est in self.intervals],
             "evidence": self.evidence,
             "evidence_title": self.evidence_title,
             "note": self.note,
@@ -200,6 +456,17 @@ class Claim:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:
+        """A claim as saved; files written before intervals (no ``rule``, ``n``, ``intervals``) load as they were.
+
+        Raises:
+            ValueError: the saved rule does not give the saved verdict on its saved inputs, or an unknown rule.
+        """
+        saved_rule = d.get("rule")
+        rule = None
+        if saved_rule is not None:
+            result = RuleResult.from_dict(saved_rule)
+            if result.rule != "checks":
+                rule = result
         return cls(
             paper_claim=d["paper_claim"],
             key=d["key"],
@@ -210,11 +477,39 @@ class Claim:
             evidence=d["evidence"],
             evidence_title=d["evidence_title"],
             note=d.get("note", ""),
+            rule=rule,
+            intervals=[(i["name"], Estimate.from_dict(i)) for i in d.get("intervals", [])],
+            n=d.get("n"),
+            seeds=d.get("seeds"),
         )
 
 
+_MARKS = {
+    Verdict.REPRODUCED: "✓", Verdict.PARTLY: "◐", Verdict.NOT_REPRODUCED: "✗", Verdict.INCONCLUSIVE: "?",
+    Verdict.NOT_TESTABLE: "–", Verdict.NOT_MEASURED: "–",
+}
+
+
+def _result_text(r: RuleResult) -> str:
+    if r.rule == "checks":
+        return r.reason
+    if r.rule == "combined":
+        parts = [(k, RuleResult.from_dict(v)) for k, v in r.inputs["parts"].items()]
+        return "combined: " + "; ".join(f"{_MARKS[p.verdict]} {k} ({p.verdict.value}: {_result_text(p)})" for k, p in parts)
+    return f"{r.rule}: {r.reason}"
+
+
 def _rule_text(claim: Claim) -> str:
-    return "; ".join(f"{'✓' if ok else '✗'} {name}" for name, ok in claim.checks) or "(nothing measured)"
+    """The rule column: which checks passed (✓/✗) for the checks rule, else the rule's name and reason."""
+    return _result_text(claim.rule_result)
+
+
+def uncertainty_text(claim: Claim) -> str:
+    """The numbers with their intervals, ``"LTV − FV +12.0 ± 8.1 pts [+3.9, +20.1] (n=200, seeds=3)"``, or
+    ``"no interval recorded"`` for a claim saved before intervals (none is invented for it)."""
+    if not claim.intervals:
+        return "no interval recorded" + (f" (n={claim.n})" if claim.n else "")
+    return "; ".join(f"{name} {format_estimate(est, bounds=True)}" for name, est in claim.intervals)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,8 +540,8 @@ class ClaimSheet:
     def from_json(cls, text: str, *, source: str = "claims file") -> ClaimSheet:
         try:
             d = json.loads(text)
-            if d.get("schema") != SCHEMA:
-                raise ValueError(f"schema {d.get('schema')!r}, expected {SCHEMA}")
+            if d.get("schema") not in READABLE_SCHEMAS:
+                raise ValueError(f"schema {d.get('schema')!r}, expected one of {READABLE_SCHEMAS}")
             return cls(d["chapter"], d["model"], d["profile"], int(d["seed"]),
                        tuple(Claim.from_dict(c) for c in d["claims"]))
         except (ValueError, KeyError, TypeError) as exc:
@@ -255,12 +550,14 @@ class ClaimSheet:
     def markdown(self) -> str:
         """The chapter's verdicts as a CommonMark list (no links: the chapter is the evidence)."""
         head = (f"**Verdicts recorded for the scorecard** (`{self.model}`, profile `{self.profile}`, seed {self.seed}; "
-                "rule: every check passes → reproduced, some → partly, none → not reproduced):")
+                "each verdict follows from the rule named beside it):")
         lines = [head, ""]
         for c in self.claims:
+            label = "Checks" if c.rule is None else "Rule"
             lines.append(
                 f"- **Claim {c.paper_claim}, {c.statement}** Paper: {c.paper}. Ours: {c.ours}. "
-                f"Checks: {_rule_text(c)}. **Verdict: {c.verdict.value}** (see {c.evidence_title})."
+                f"Uncertainty: {uncertainty_text(c)}. {label}: {_rule_text(c)}. "
+                f"**Verdict: {c.verdict.value}** (see {c.evidence_title})."
                 + (f" {c.note}" if c.note else "")
             )
         return "\n".join(lines)
@@ -292,9 +589,13 @@ def book_root(model: str, profile: str, seed: int) -> Path:
     env = os.environ.get(BOOK_ROOT_ENV)
     if env:
         return Path(env)
-    repo = _find_repo_root()
-    params = {"model": model, "profile": profile, "seed": seed}
-    return repo if is_default(params) else staging_dir(repo, params)
+    return claims_root(_find_repo_root(), {"model": model, "profile": profile, "seed": seed})
+
+
+def _checkout_root() -> Path | None:
+    """The repository this package was imported from, if it is a book (holds ``_toc.yml``)."""
+    parent = Path(__file__).resolve().parents[1]
+    return parent if (parent / "_toc.yml").exists() else None
 
 
 def record_claims(
@@ -312,7 +613,8 @@ def record_claims(
         chapter: the chapter's file name without extension, e.g. ``"01_ltv_vs_extracted"``.
         claims: the rows; keys must be unique.
         model, profile, seed: the chapter's parameters (the ``model`` parameter as given, not ``lm.name``).
-        root: book root; default :func:`book_root`.
+        root: book root; default :func:`book_root`. The repository this package comes from is refused for
+            any run but the default setting (its committed claims are the default setting's).
 
     Returns:
         The saved :class:`ClaimSheet`; as a cell's last expression it renders the verdict list.
@@ -327,7 +629,18 @@ def record_claims(
     if len(set(keys)) != len(keys):
         raise ValueError(f"{chapter}: duplicate claim keys {keys}")
     sheet = ClaimSheet(chapter, str(model), str(profile), int(seed), claims)
-    out = (root or book_root(model, profile, seed)) / CLAIMS_DIR / f"{chapter}.json"
+    target_root = root or book_root(model, profile, seed)
+    checkout = _checkout_root()
+    params = {"model": sheet.model, "profile": sheet.profile, "seed": sheet.seed}
+    if checkout is not None and not is_default(params) and target_root.resolve() == checkout:
+        # the committed claims are the default setting's; a smoke or other run there would mix profiles on
+        # the scorecard (issue 16, point 6)
+        raise ValueError(
+            f"{chapter}: refusing to record a {sheet.profile!r} run of {sheet.model!r} (seed {sheet.seed}) into the "
+            f"repository's {CLAIMS_DIR} at {checkout}: only the default setting writes there; record into "
+            f"{claims_root(checkout, params)} (the runner's staging dir) instead"
+        )
+    out = target_root / CLAIMS_DIR / f"{chapter}.json"
     atomic_write_text(out, sheet.to_json())
     return sheet
 
@@ -362,13 +675,27 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").split())
 
 
+_BADGES = {
+    Verdict.REPRODUCED: "✓ **reproduced**",
+    Verdict.PARTLY: "◐ *partly*",
+    Verdict.NOT_REPRODUCED: "✗ not reproduced",
+    Verdict.INCONCLUSIVE: "? inconclusive",
+    Verdict.NOT_TESTABLE: "– not testable at this scale",
+    Verdict.NOT_MEASURED: "– not measured",
+}
+
+
 def _verdict_badge(v: Verdict) -> str:
-    return {Verdict.REPRODUCED: "**reproduced**", Verdict.PARTLY: "*partly*"}.get(v, v.value)
+    return _BADGES[v]
 
 
 def scorecard_markdown(sheets: Sequence[ClaimSheet], *, doc_prefix: str = "") -> str:
     """The scorecard as MyST markdown: one table row per recorded claim, grouped by the paper's claims, each
     linking to its evidence (``{ref}``) and chapter (``{doc}``), then the paper's claims no chapter measured.
+
+    The *uncertainty* column gives each number the verdict rests on with its 95 % interval, n and seeds; a claim
+    saved before intervals says "no interval recorded". The *rule* column names the verdict's rule and why it
+    gave that level.
 
     ``doc_prefix`` is prepended to chapter names in ``{doc}`` links (the scorecard lives beside the chapters,
     so the default, relative names, resolves).
@@ -376,8 +703,8 @@ def scorecard_markdown(sheets: Sequence[ClaimSheet], *, doc_prefix: str = "") ->
     rows = [(c.paper_claim, i, s, c) for i, s in enumerate(sheets) for c in s.claims]
     rows.sort(key=lambda r: (r[0], r[1]))
     out = [
-        "| # | the paper claims | paper | ours | model, profile | verdict | rule (✓ passed, ✗ failed) | evidence |",
-        "|---|---|---|---|---|---|---|---|",
+        "| # | the paper claims | paper | ours | uncertainty (95 % interval) | model, profile | verdict | rule | evidence |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for number, _, sheet, c in rows:
         chapter_link = f"{{doc}}`ch. {sheet.chapter[:2]} <{doc_prefix}{sheet.chapter}>`"
@@ -386,6 +713,7 @@ def scorecard_markdown(sheets: Sequence[ClaimSheet], *, doc_prefix: str = "") ->
             _cell(c.statement),
             _cell(c.paper),
             _cell(c.ours) + (f" ({_cell(c.note)})" if c.note else ""),
+            _cell(uncertainty_text(c)),
             _cell(f"`{sheet.model}`, {sheet.profile}" + (f", seed {sheet.seed}" if sheet.seed else "")),
             _verdict_badge(c.verdict),
             _cell(_rule_text(c)),
@@ -402,11 +730,13 @@ def scorecard_markdown(sheets: Sequence[ClaimSheet], *, doc_prefix: str = "") ->
 
 
 def summary_markdown(sheets: Sequence[ClaimSheet]) -> str:
-    """One line: how many rows got each verdict, and from which run."""
+    """One line: how many rows got each verdict, how many have no interval, and from which run."""
     counts = verdict_counts(sheets)
     total = sum(counts.values())
     runs = sorted({(s.model, s.profile, s.seed) for s in sheets})
     where = "; ".join(f"`{m}`, profile `{p}`" + (f", seed {sd}" if sd else "") for m, p, sd in runs)
     parts = [f"{n} {v.value}" for v, n in counts.items() if n]
+    without = sum(1 for s in sheets for c in s.claims if not c.has_interval)
     return (f"**{total} measured claims** ({', '.join(parts) or 'none'}) from {len(sheets)} chapters"
-            + (f" ({where})" if where else "") + ".")
+            + (f" ({where})" if where else "")
+            + (f"; {without} of them recorded without an interval" if without else "") + ".")

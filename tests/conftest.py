@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from tests.repo_guard import repository_guard
 
 # tiny-model fixtures live in tests/models_fixtures.py
 try:
@@ -25,3 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         'browser: renders the built HTML in headless Chromium; run by default, skip with -m "not browser"',
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _repository_unchanged() -> Iterator[None]:
+    """Fails the session (an error at the last test's teardown) when a test changed the repository: its
+    committed claims under results/claims/, or any file git sees (tests/repo_guard.py)."""
+    yield from repository_guard(Path(__file__).resolve().parents[1])
