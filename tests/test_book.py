@@ -246,3 +246,40 @@ def test_kernel_sees_the_book_root(tmp_path: Path) -> None:
     assert os.environ.get(book.BOOK_ROOT_ENV) == before  # restored
     text = json.dumps(json.loads(target.read_text())["cells"])
     assert f"ROOT {stage.resolve()}" in text
+
+
+# ------------------------------------------------------------------- where a run records its claims
+
+CLAIMING = DUMMY + textwrap.dedent(
+    """
+    # %%
+    from ltvlib.scorecard import Claim, record_claims
+    record_claims("00_claims", [Claim(paper_claim=1, key="k", statement="s.", paper="p", ours="o",
+                  checks={"c": True}, evidence="ch00-x", evidence_title="t")], model=model, profile=profile, seed=seed)
+    """
+)
+
+
+def test_claims_root_is_the_repository_only_for_the_default_setting(tmp_path: Path) -> None:
+    assert book.claims_root(tmp_path, params()) == tmp_path
+    assert book.claims_root(tmp_path, params(device="cuda")) == tmp_path
+    for other in (params(profile="smoke"), params(seed=2), params(model="gemma3-270m"), params(n=5)):
+        assert book.claims_root(tmp_path, other) == book.staging_dir(tmp_path, other)
+
+
+def test_a_smoke_execution_records_its_claims_in_the_staging_dir(tmp_path: Path) -> None:
+    """execute_chapter without an explicit book root, as the real-model tests call it: a smoke run must not
+    touch the book's own results/claims (it once replaced the committed cpu verdicts)."""
+    root = write_book(tmp_path / "book", {"format": "jb-book", "root": "intro",
+                                          "chapters": [{"file": "chapters/00_claims"}]})
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text(CLAIMING)
+    committed = root / book.CLAIMS_DIR / "00_claims.json"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("committed cpu verdicts")
+    p = params(profile="smoke")
+    book.execute_chapter(ch, p, tmp_path / "out.ipynb", work_dir=tmp_path / "work")
+    assert committed.read_text() == "committed cpu verdicts"
+    staged = json.loads((book.staging_dir(root, p) / book.CLAIMS_DIR / "00_claims.json").read_text())
+    assert staged["profile"] == "smoke"

@@ -13,17 +13,24 @@ import yaml
 from ltvlib import book
 from ltvlib.scorecard import (
     PAPER_CLAIMS,
+    VERDICT_LEVELS,
     Claim,
     ClaimSheet,
+    RuleResult,
     Verdict,
     book_root,
+    combine_rule,
+    direction_rule,
     load_sheets,
+    not_testable,
     record_claims,
     scorecard_markdown,
     summary_markdown,
+    threshold_rule,
     verdict_counts,
     verdict_of,
 )
+from ltvlib.stats import Estimate, paired_bootstrap_difference, seed_interval
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,7 +105,8 @@ def test_record_and_load_round_trip(tmp_path: Path) -> None:
     assert [s.chapter for s in sheets] == ["00_a", "01_b"]  # toc order
     assert sheets[1] == sheet
     assert verdict_counts(sheets) == {
-        Verdict.REPRODUCED: 0, Verdict.PARTLY: 2, Verdict.NOT_REPRODUCED: 1, Verdict.NOT_MEASURED: 0
+        Verdict.REPRODUCED: 0, Verdict.PARTLY: 2, Verdict.NOT_REPRODUCED: 1, Verdict.INCONCLUSIVE: 0,
+        Verdict.NOT_TESTABLE: 0, Verdict.NOT_MEASURED: 0,
     }
     assert "3 measured claims" in summary_markdown(sheets)
 
@@ -146,7 +154,8 @@ def test_scorecard_markdown() -> None:
     md = scorecard_markdown([s0, s1])
     table = [line for line in md.splitlines() if line.startswith("|")]
     assert len(table) == 2 + 3
-    assert all(line.count(" | ") == 7 for line in table[2:])  # 8 cells: escaped pipes do not split
+    assert all(line.count(" | ") == 8 for line in table[2:])  # 9 cells: escaped pipes do not split
+    assert all("no interval recorded" in line for line in table[2:])  # claims with checks only
     assert "\\|θ\\| ratio" in md
     # rows grouped by the paper's claim, then in chapter order; links to the evidence and the chapter
     assert table[2].startswith("| 1 |") and "{doc}`ch. 00 <00_a>`" in table[2] and "not measured" in table[2]
@@ -198,3 +207,207 @@ def test_scorecard_runs_last_and_links_resolve(tmp_path: Path) -> None:
     # the scorecard's stamp covers the sheets it read: a changed sheet makes it stale
     stamp = book.read_stamp(root / "chapters" / "scorecard.ipynb")
     assert stamp is not None and stamp["inputs_sha"] == book.claims_digest(root)
+
+
+# ------------------------------------------------------------------------- five verdict levels as rules
+
+
+@pytest.mark.parametrize(
+    ("interval", "direction", "margin", "expected"),
+    [
+        ((0.05, 0.20), 1, 0.0, Verdict.REPRODUCED),
+        ((-0.20, -0.05), 1, 0.0, Verdict.NOT_REPRODUCED),
+        ((0.0, 0.0), 1, 0.0, Verdict.NOT_REPRODUCED),  # "A beats B" with A = B on every query: excluded
+        ((-0.05, 0.10), 1, 0.0, Verdict.INCONCLUSIVE),
+        ((0.0, 0.10), 1, 0.0, Verdict.INCONCLUSIVE),  # admits no difference
+        ((-0.20, -0.05), -1, 0.0, Verdict.REPRODUCED),  # the paper finds A below B
+        ((0.05, 0.20), -1, 0.0, Verdict.NOT_REPRODUCED),
+        ((0.05, 0.20), 1, 0.10, Verdict.INCONCLUSIVE),  # above 0 but not surely above the margin
+        ((0.12, 0.20), 1, 0.10, Verdict.REPRODUCED),
+    ],
+)
+def test_direction_rule(interval, direction, margin, expected) -> None:
+    diff = sum(interval) / 2
+    r = direction_rule(diff, interval, paper_direction=direction, margin=margin)
+    assert r.verdict is expected and r.rule == "direction"
+    assert r.inputs == {"diff": diff, "interval": list(interval), "paper_direction": direction, "margin": margin}
+    assert RuleResult.from_dict(r.to_dict()) == r
+
+
+@pytest.mark.parametrize(
+    ("interval", "at_least", "expected"),
+    [
+        ((0.82, 0.95), True, Verdict.REPRODUCED),
+        ((0.80, 0.95), True, Verdict.REPRODUCED),  # at least 80 %: the bound itself clears it
+        ((0.50, 0.79), True, Verdict.NOT_REPRODUCED),
+        ((0.70, 0.90), True, Verdict.INCONCLUSIVE),
+        ((0.50, 0.79), False, Verdict.REPRODUCED),
+        ((0.82, 0.95), False, Verdict.NOT_REPRODUCED),
+        ((0.70, 0.90), False, Verdict.INCONCLUSIVE),
+    ],
+)
+def test_threshold_rule(interval, at_least, expected) -> None:
+    r = threshold_rule(sum(interval) / 2, interval, 0.80, at_least=at_least)
+    assert r.verdict is expected and r.rule == "threshold"
+    assert RuleResult.from_dict(r.to_dict()) == r
+
+
+def test_rules_reject_inconsistent_inputs() -> None:
+    with pytest.raises(ValueError, match="outside its interval"):
+        direction_rule(0.5, (0.0, 0.1))
+    with pytest.raises(ValueError, match=r"paper_direction must be \+1 or -1"):
+        direction_rule(0.05, (0.0, 0.1), paper_direction=2)
+    with pytest.raises(ValueError, match="finite"):
+        threshold_rule(float("nan"), (0.0, 0.1), 0.5)
+    with pytest.raises(ValueError, match="give the reason"):
+        not_testable("  ")
+    with pytest.raises(ValueError, match="at least one sub-claim"):
+        combine_rule({})
+
+
+R, N, I_ = (direction_rule(0.1, (0.05, 0.2)), direction_rule(-0.1, (-0.2, -0.05)), direction_rule(0.0, (-0.1, 0.1)))
+T = not_testable("the 135M model answers no task of this kind above chance")
+
+
+@pytest.mark.parametrize(
+    ("parts", "expected"),
+    [
+        ([R, R], Verdict.REPRODUCED),
+        ([N, N], Verdict.NOT_REPRODUCED),
+        ([I_, I_], Verdict.INCONCLUSIVE),
+        ([R, N], Verdict.PARTLY),
+        ([R, I_], Verdict.PARTLY),
+        ([N, I_], Verdict.NOT_REPRODUCED),  # part contradicted, nothing supported
+        ([R, T], Verdict.REPRODUCED),  # what cannot be tested here is set aside
+        ([T, T], Verdict.NOT_TESTABLE),
+        ([combine_rule({"a": R, "b": N}), R], Verdict.PARTLY),  # nested
+    ],
+)
+def test_combine_rule(parts, expected) -> None:
+    r = combine_rule({f"part {i}": p for i, p in enumerate(parts)})
+    assert r.verdict is expected and r.rule == "combined"
+    assert RuleResult.from_dict(r.to_dict()) == r  # re-derived from the saved sub-results
+
+
+def test_synthetic_results_reach_every_level() -> None:
+    """From per-query correctness through the paired bootstrap to each of the five verdict levels."""
+    rng = np.random.default_rng(0)
+    ltv = rng.random((3, 200)) < 0.8
+    vtv = rng.random((3, 200)) < 0.2
+    fv = rng.random((3, 200)) < 0.8  # as good as the LTV: the data cannot say which is better
+    worse = rng.random((3, 200)) < 0.95  # clearly better than the LTV, against the paper's direction
+    beats_vtv, beats_fv, beats_worse = (paired_bootstrap_difference(ltv, x) for x in (vtv, fv, worse))
+    assert direction_rule(beats_vtv.value, beats_vtv.interval).verdict is Verdict.REPRODUCED
+    assert direction_rule(beats_fv.value, beats_fv.interval).verdict is Verdict.INCONCLUSIVE
+    assert direction_rule(beats_worse.value, beats_worse.interval).verdict is Verdict.NOT_REPRODUCED
+    both = combine_rule({"LTV > VTV": direction_rule(beats_vtv.value, beats_vtv.interval),
+                         "LTV > FV": direction_rule(beats_worse.value, beats_worse.interval)})
+    assert both.verdict is Verdict.PARTLY
+    assert not_testable("needs the 8B model's 7-task ICL baseline").verdict is Verdict.NOT_TESTABLE
+    assert {Verdict.REPRODUCED, Verdict.INCONCLUSIVE, Verdict.NOT_REPRODUCED, Verdict.PARTLY,
+            Verdict.NOT_TESTABLE} == set(VERDICT_LEVELS)
+
+
+def rule_claim(**kw: object) -> Claim:
+    rng = np.random.default_rng(1)
+    gap = paired_bootstrap_difference(rng.random((3, 200)) < 0.8, rng.random((3, 200)) < 0.3)
+    acc = seed_interval(rng.random((3, 200)) < 0.8)
+    base = {"checks": {}, "rule": direction_rule(gap.value, gap.interval), "intervals": {"LTV − FV": gap, "LTV": acc}}
+    base.update(kw)
+    return claim(**base)
+
+
+def test_a_claim_records_its_rule_inputs_n_seeds_and_intervals(tmp_path: Path) -> None:
+    c = rule_claim()
+    assert c.verdict is Verdict.REPRODUCED and c.rule_name == "direction"
+    assert (c.n, c.seeds) == (200, 3) and c.has_interval
+    root = write_toc(tmp_path, ["01_b"])
+    record_claims("01_b", [c, claim(key="old")], model="m", profile="smoke", seed=0, root=root)
+    data = json.loads((root / "results" / "claims" / "01_b.json").read_text())
+    assert data["schema"] == 2
+    saved = data["claims"][0]
+    assert saved["verdict"] == "reproduced" and saved["n"] == 200 and saved["seeds"] == 3
+    assert saved["rule"]["rule"] == "direction" and saved["rule"]["inputs"]["paper_direction"] == 1
+    assert [i["name"] for i in saved["intervals"]] == ["LTV − FV", "LTV"]
+    assert saved["intervals"][0]["method"] == "paired bootstrap" and saved["intervals"][0]["difference"] is True
+    # a checks-only claim names its rule too
+    assert data["claims"][1]["rule"]["rule"] == "checks" and data["claims"][1]["intervals"] == []
+    assert load_sheets(root)[0].claims == (c, claim(key="old"))
+
+
+def test_a_saved_verdict_must_follow_from_its_rule(tmp_path: Path) -> None:
+    root = write_toc(tmp_path, ["01_b"])
+    path = root / "results" / "claims" / "01_b.json"
+    record_claims("01_b", [rule_claim()], model="m", profile="smoke", seed=0, root=root)
+    data = json.loads(path.read_text())
+    data["claims"][0]["rule"]["inputs"]["interval"] = [-0.1, 0.9]  # edited by hand: now inconclusive
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="rule 'direction' gives 'inconclusive' on the saved inputs"):
+        load_sheets(root)
+    data["claims"][0]["rule"]["rule"] = "eyeballed"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="unknown rule 'eyeballed'"):
+        load_sheets(root)
+
+
+def test_claim_rule_validation() -> None:
+    with pytest.raises(ValueError, match="checks .* or a rule, not both"):
+        rule_claim(checks={"a": True})
+    with pytest.raises(TypeError, match="RuleResult"):
+        claim(checks={}, rule="reproduced")
+    with pytest.raises(TypeError, match="Estimate"):
+        claim(intervals={"LTV": (0.4, 0.5)})
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        claim(n=0)
+    assert rule_claim(n=64, seeds=1).n == 64  # explicit counts win over the intervals'
+
+
+def test_scorecard_renders_every_level_and_the_uncertainty() -> None:
+    rules = [direction_rule(0.1, (0.05, 0.2)), direction_rule(-0.1, (-0.2, -0.05)),
+             direction_rule(0.0, (-0.1, 0.1)), combine_rule({"a": R, "b": N}), T]
+    est = Estimate(0.1, 0.05, 0.2, n=200, seeds=3, method="paired bootstrap", resamples=2000, difference=True)
+    claims = [claim(key=f"k{i}", checks={}, rule=r, intervals={"LTV − FV": est}) for i, r in enumerate(rules)]
+    claims.append(claim(key="legacy", checks={}))  # nothing measured, old rule
+    md = scorecard_markdown([ClaimSheet("01_b", "m", "cpu", 0, tuple(claims))])
+    table = [line for line in md.splitlines() if line.startswith("| 1 |")]
+    assert len(table) == 6 and all(line.count(" | ") == 8 for line in table)
+    badges = ["✓ **reproduced**", "✗ not reproduced", "? inconclusive", "◐ *partly*",
+              "– not testable at this scale", "– not measured"]
+    for line, badge in zip(table, badges, strict=True):
+        assert f"| {badge} |" in line
+    assert "LTV − FV +10.0 ± 10.0 pts [+5.0, +20.0] (n=200, seeds=3)" in table[0]
+    assert "direction: the interval [+0.05, +0.2] lies above +0, the paper's side" in table[0]
+    assert "combined: ✓ a (reproduced: direction:" in table[3] and "✗ b (not reproduced" in table[3]
+    assert "not testable: the 135M model answers no task" in table[4]
+    assert "no interval recorded" in table[5]
+    sheet_md = ClaimSheet("01_b", "m", "cpu", 0, tuple(claims)).markdown()
+    assert "**Verdict: inconclusive**" in sheet_md and "Rule: direction:" in sheet_md
+    summary = summary_markdown([ClaimSheet("01_b", "m", "cpu", 0, tuple(claims))])
+    assert "1 inconclusive" in summary and "1 not testable at this scale" in summary
+    assert "1 of them recorded without an interval" in summary
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "results" / "claims").glob("*.json")), ids=lambda p: p.stem)
+def test_committed_claims_without_intervals_still_load_and_render(path: Path) -> None:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    sheet = ClaimSheet.from_json(path.read_text(encoding="utf-8"), source=str(path))
+    # the verdict each file recorded is still the one the library derives
+    assert [c.verdict.value for c in sheet.claims] == [c["verdict"] for c in raw["claims"]]
+    old = [c for c in sheet.claims if "intervals" not in next(r for r in raw["claims"] if r["key"] == c.key)]
+    for c in old:  # saved before intervals: none is invented for them
+        assert not c.has_interval and c.rule is None and c.rule_name == "checks"
+    md = scorecard_markdown([sheet])
+    assert md.count("no interval recorded") >= len(old)
+    assert ClaimSheet.from_json(sheet.to_json()) == sheet  # rewriting in the new schema loses nothing
+
+
+def test_a_non_default_run_cannot_record_into_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    claims_dir = REPO / "results" / "claims"
+    before = {p.name: p.read_bytes() for p in claims_dir.glob("*.json")}
+    with pytest.raises(ValueError, match="refusing to record a 'smoke' run"):
+        record_claims("00_overview", [claim()], model="smollm2-135m", profile="smoke", seed=0, root=REPO)
+    # the way the leak happened: a kernel told that the repository is its book root
+    monkeypatch.setenv(book.BOOK_ROOT_ENV, str(REPO))
+    with pytest.raises(ValueError, match=r"only the default setting writes there.*_build/runs/cpu__smollm2-135m__seed1"):
+        record_claims("00_overview", [claim()], model="smollm2-135m", profile="cpu", seed=1)
+    assert {p.name: p.read_bytes() for p in claims_dir.glob("*.json")} == before
