@@ -436,6 +436,22 @@ class Claim:
     def has_interval(self) -> bool:
         return bool(self.intervals)
 
+    def uncertainty_gaps(self) -> list[str]:
+        """What the claim lacks of issue 16's record (n, seeds, a 95 % interval, one of the five levels, a
+        rule with an interval behind it); empty when complete. A book test can require it of every claim."""
+        gaps = []
+        if self.n is None:
+            gaps.append("n")
+        if self.seeds is None:
+            gaps.append("seeds")
+        if not any(abs(est.confidence - 0.95) < 1e-9 for _, est in self.intervals):
+            gaps.append("a 95 % interval")
+        if self.verdict not in VERDICT_LEVELS:
+            gaps.append(f"a verdict among the five levels (has {self.verdict.value!r})")
+        if self.rule is None:
+            gaps.append("a rule other than the checks")
+        return gaps
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "paper_claim": self.paper_claim,

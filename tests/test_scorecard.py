@@ -333,6 +333,10 @@ def test_a_claim_records_its_rule_inputs_n_seeds_and_intervals(tmp_path: Path) -
     # a checks-only claim names its rule too
     assert data["claims"][1]["rule"]["rule"] == "checks" and data["claims"][1]["intervals"] == []
     assert load_sheets(root)[0].claims == (c, claim(key="old"))
+    assert c.uncertainty_gaps() == []
+    assert claim(key="old").uncertainty_gaps() == ["n", "seeds", "a 95 % interval", "a rule other than the checks"]
+    assert claim(checks={}).uncertainty_gaps()[-2:] == [
+        "a verdict among the five levels (has 'not measured')", "a rule other than the checks"]
 
 
 def test_a_saved_verdict_must_follow_from_its_rule(tmp_path: Path) -> None:
