@@ -267,10 +267,13 @@ def combine_rule(parts: Mapping[str, RuleResult | Mapping[str, Any]]) -> RuleRes
     if not parts:
         raise ValueError("combined: give at least one sub-claim")
     results = {str(k): v if isinstance(v, RuleResult) else RuleResult.from_dict(v) for k, v in parts.items()}
+    unmeasured = [k for k, r in results.items() if r.verdict is Verdict.NOT_MEASURED]
+    if unmeasured:
+        raise ValueError(f"combined: sub-claims {unmeasured} measured nothing; say why with not_testable(reason)")
     testable = [r.verdict for r in results.values() if r.verdict is not Verdict.NOT_TESTABLE]
     if not testable:
         verdict = Verdict.NOT_TESTABLE
-    elif all(v is testable[0] for v in testable) and testable[0] is not Verdict.NOT_MEASURED:
+    elif all(v is testable[0] for v in testable):
         verdict = testable[0]
     elif any(v in (Verdict.REPRODUCED, Verdict.PARTLY) for v in testable):
         verdict = Verdict.PARTLY
@@ -438,8 +441,11 @@ class Claim:
 
     def uncertainty_gaps(self) -> list[str]:
         """What the claim lacks of issue 16's record (n, seeds, a 95 % interval, one of the five levels, a
-        rule with an interval behind it); empty when complete. A book test can require it of every claim."""
-        gaps = []
+        rule other than the old checks); empty when complete, and for a claim not testable at this scale.
+        A book test can require it of every claim."""
+        gaps: list[str] = []
+        if self.verdict is Verdict.NOT_TESTABLE:  # nothing was measured, so no number needs an interval
+            return gaps
         if self.n is None:
             gaps.append("n")
         if self.seeds is None:
@@ -483,6 +489,8 @@ class Claim:
             result = RuleResult.from_dict(saved_rule)
             if result.rule != "checks":
                 rule = result
+            elif result.inputs["checks"] != [[c["check"], c["passed"]] for c in d["checks"]]:
+                raise ValueError(f"claim {d['key']!r}: its checks rule's inputs differ from its checks")
         return cls(
             paper_claim=d["paper_claim"],
             key=d["key"],
@@ -524,6 +532,8 @@ def uncertainty_text(claim: Claim) -> str:
     """The numbers with their intervals, ``"LTV − FV +12.0 ± 8.1 pts [+3.9, +20.1] (n=200, seeds=3)"``, or
     ``"no interval recorded"`` for a claim saved before intervals (none is invented for it)."""
     if not claim.intervals:
+        if claim.verdict is Verdict.NOT_TESTABLE:
+            return "none: not testable at this scale"
         return "no interval recorded" + (f" (n={claim.n})" if claim.n else "")
     return "; ".join(f"{name} {format_estimate(est, bounds=True)}" for name, est in claim.intervals)
 

@@ -19,6 +19,7 @@ from ltvlib.scorecard import (
     RuleResult,
     Verdict,
     book_root,
+    checks_rule,
     combine_rule,
     direction_rule,
     load_sheets,
@@ -27,6 +28,7 @@ from ltvlib.scorecard import (
     scorecard_markdown,
     summary_markdown,
     threshold_rule,
+    uncertainty_text,
     verdict_counts,
     verdict_of,
 )
@@ -263,6 +265,8 @@ def test_rules_reject_inconsistent_inputs() -> None:
         not_testable("  ")
     with pytest.raises(ValueError, match="at least one sub-claim"):
         combine_rule({})
+    with pytest.raises(ValueError, match=r"\['b'\] measured nothing; say why with not_testable"):
+        combine_rule({"a": direction_rule(0.1, (0.05, 0.2)), "b": checks_rule({})})
 
 
 R, N, I_ = (direction_rule(0.1, (0.05, 0.2)), direction_rule(-0.1, (-0.2, -0.05)), direction_rule(0.0, (-0.1, 0.1)))
@@ -348,6 +352,9 @@ def test_a_saved_verdict_must_follow_from_its_rule(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="rule 'direction' gives 'inconclusive' on the saved inputs"):
         load_sheets(root)
+    data["claims"][0]["rule"] = {"rule": "checks", "verdict": "reproduced", "inputs": {"checks": [["x", True]]}}
+    with pytest.raises(ValueError, match="its checks rule's inputs differ from its checks"):
+        ClaimSheet.from_json(json.dumps(data))
     data["claims"][0]["rule"]["rule"] = "eyeballed"
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="unknown rule 'eyeballed'"):
@@ -383,6 +390,8 @@ def test_scorecard_renders_every_level_and_the_uncertainty() -> None:
     assert "direction: the interval [+0.05, +0.2] lies above +0, the paper's side" in table[0]
     assert "combined: ✓ a (reproduced: direction:" in table[3] and "✗ b (not reproduced" in table[3]
     assert "not testable: the 135M model answers no task" in table[4]
+    assert claims[4].uncertainty_gaps() == []
+    assert "none: not testable at this scale" in uncertainty_text(claim(key="nt", checks={}, rule=T))
     assert "no interval recorded" in table[5]
     sheet_md = ClaimSheet("01_b", "m", "cpu", 0, tuple(claims)).markdown()
     assert "**Verdict: inconclusive**" in sheet_md and "Rule: direction:" in sheet_md
