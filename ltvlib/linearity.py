@@ -315,7 +315,8 @@ class ShiftProbe:
 
     def base(self, layer: int) -> Tensor:
         """``(n, d_model)`` final-norm inputs without a vector, computed by the same path as the shifts (so a
-        zero vector gives exactly zero shift)."""
+        zero vector gives exactly zero shift to queries run in the same batches, and zero up to float rounding
+        in other batch compositions)."""
         layer = check_layer(layer, self.lm.n_layers)
         if layer not in self._base:
             zeros = torch.zeros((len(self), self.lm.d_model))

@@ -108,8 +108,10 @@ def test_partial_row_cache_gives_the_same_logits(llama):
     part = PromptRunner(llama, prompts, tail=1, max_cache_bytes=2 * 3 * 2 * 16 * 4 * 12)
     first = [part.run(range(6))[0], whole.run(range(6))[0]]
     assert 0 < part.cached_rows < len(prompts) == whole.cached_rows
-    torch.testing.assert_close(first[0], first[1])
-    torch.testing.assert_close(part.run(range(6))[0], whole.run(range(6))[0])
+    torch.testing.assert_close(first[0], first[1])  # both first runs: the same batch, the same computation
+    # now `part` recomputes its uncached rows' prefixes in a smaller batch than `whole` cached them: the same
+    # numbers up to float rounding, as between the full and cached paths above
+    torch.testing.assert_close(part.run(range(6))[0], whole.run(range(6))[0], atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("shared", [False, True])
