@@ -111,7 +111,7 @@ def answer_ids(tokenizer: Any, task: Task, outputs: Sequence[str]) -> list[list[
         ids = _ids(tokenizer, text)
         if not ids:
             raise ValueError(f"label {y!r} of task {task.name!r} tokenises to nothing (answer text {text!r})")
-        if not y.strip() or not tokenizer.decode(ids, skip_special_tokens=True).strip():
+        if not y.strip() or not tokenizer.decode(ids).strip():
             raise ValueError(
                 f"label {y!r} of task {task.name!r} tokenises to whitespace only (answer text {text!r} -> ids "
                 f"{ids}); every label needs at least one visible character"
