@@ -102,8 +102,8 @@ def _package_version() -> str:
 CORE_MODULES = ("ltvlib.ltv", "ltvlib.evaluate", "ltvlib.models")
 
 # The key machinery itself: a change to how keys are built changes the keys by itself, and its source is
-# not a computation any result depends on, so it is left out of every dependency hash.
-_KEY_MODULES = frozenset({"cache.py"})
+# not a computation any result depends on, so it (and what only it imports) is left out of every closure.
+_KEY_MODULE = "cache.py"
 
 
 def _hash_files(paths: list[Path]) -> str:
@@ -199,14 +199,11 @@ def import_closure(*modules: str, scripts: tuple[Path, ...] = ()) -> tuple[str, 
     seen: set[Path] = set()
     while todo:
         path = todo.pop()
-        if path in seen:
+        if path in seen or path == _PKG_DIR / _KEY_MODULE:
             continue
         seen.add(path)
-        if path.name == "cache.py" and path.parent == _PKG_DIR:
-            continue  # the key machinery: its imports are not a result's dependencies either
         todo.extend(_imported(path) - seen)
-    names = (p.relative_to(_PKG_DIR).as_posix() for p in seen)
-    return tuple(sorted(n for n in names if n not in _KEY_MODULES))
+    return tuple(sorted(p.relative_to(_PKG_DIR).as_posix() for p in seen))
 
 
 @functools.cache

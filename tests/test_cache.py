@@ -378,3 +378,14 @@ def test_core_closure_is_the_trainer_evaluator_and_loader() -> None:
     core = set(cache.import_closure(*cache.CORE_MODULES))
     assert {"ltv.py", "evaluate.py", "models.py", "runner.py", "prompts.py", "tasks.py", "inject.py"} <= core
     assert not core & {"ov.py", "key_heads.py", "linearity.py", "experiments.py", "book.py", "cache.py"}
+
+
+def test_a_chapter_stamp_follows_the_modules_the_chapter_imports(package_copy: Path, tmp_path: Path) -> None:
+    chapter = tmp_path / "01_chapter.py"
+    chapter.write_text("from ltvlib.stats import Proportion\nimport ltvlib.tasks\n")
+    before = cache.script_dependency_hash(chapter)
+    assert set(cache.import_closure(scripts=(chapter,))) == {"__init__.py", "stats.py", "tasks.py"}
+    _touch_source(package_copy, "ov.py")  # not imported by the chapter
+    assert cache.script_dependency_hash(chapter) == before
+    _touch_source(package_copy, "stats.py")
+    assert cache.script_dependency_hash(chapter) != before
