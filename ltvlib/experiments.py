@@ -1,6 +1,6 @@
 """Cached building blocks the chapters share: splits per profile, ICL references, trained LTVs.
 
-Every function here is keyed by (model, task, profile sizes, seed, code version) in the on-disk cache
+Every function here is keyed by (model, task with its data, profile sizes, seed, code version) in the on-disk cache
 (:mod:`ltvlib.cache`), so a chapter re-run, or a later chapter needing the same number, reads it back.
 """
 
