@@ -45,7 +45,7 @@ from typing import Any
 
 import torch
 
-from .cache import cached_json, source_hash
+from .cache import cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
 from .experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
 from .experiments_extracted import extracted_curve, ltv_layers
@@ -61,8 +61,6 @@ from .tasks import load_splits
 
 EXTRACTED = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
 """The extracted-vector methods of chapter 01, in its column order."""
-
-OWN_MODULES = ("across_models.py",)
 
 _WINDOW_ERROR = "sliding attention window"  # ltvlib.prefix's message for prompts longer than the window
 
@@ -258,9 +256,9 @@ def icl_reference(lm: Any, task: str, shots: int, profile: Profile, *, seed: int
         if _WINDOW_ERROR not in str(exc):
             raise
     splits = profile_splits(task, profile, icl=shots > 0)
-    key = {"what": "icl-full", "model": lm.name, "task": task, "shots": shots, "n_test": len(splits.test),
+    key = {"what": "icl-full", "model": lm.name, "task": task_key(task), "shots": shots, "n_test": len(splits.test),
            "n_train": len(splits.train), "demo_sets": profile.icl_demo_sets, "seed": seed,
-           "source": source_hash(*OWN_MODULES)}
+           "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         es = EvalSet(lm, task, splits.test, shots=shots, demo_pool=splits.train, seed=seed,

@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from ltvlib.cache import atomic_write_text, source_hash
+from ltvlib.cache import atomic_write_text, script_dependency_hash
 
 KERNEL_NAME = "ltv-book"
 DEFAULT_PROFILE = "cpu"
@@ -231,7 +231,9 @@ def make_stamp(chapter: Chapter, params: dict[str, Any], *, inputs: str | None =
     stamp = {
         "source_sha": hashlib.sha256(chapter.py.read_bytes()).hexdigest(),
         "params": dict(sorted(params.items())),
-        "code_version": source_hash(),
+        # the library code the chapter imports (directly or not), not the whole package: editing a module no
+        # chapter uses re-executes nothing
+        "code_version": script_dependency_hash(chapter.py),
     }
     if inputs is not None:
         stamp["inputs_sha"] = inputs

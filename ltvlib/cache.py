@@ -2,18 +2,28 @@
 
 Layout (root from ``$LTV_CACHE_DIR``, default ``~/.cache/ltv-book``)::
 
-    models/                 converted model weights (written by ltvlib.models)
-    vectors/<kind>/<key>.*  tensors, written by callers via :func:`cache_path`
+    models/<name>/             dequantised embedded models (written by ltvlib.models)
+    gguf/                      Gemma-3-270M's GGUF file, reassembled from its packages
+    datasets/                  Hugging Face ``datasets`` Arrow cache of the data files (ltvlib.tasks)
+    vectors/<kind>/<key>.*     tensors, written by callers via :func:`cache_path`
     results/<kind>/<key>.json  JSON results, via :func:`cached_json`
 
-Keys are sha256 digests of a canonical JSON of the config plus
-:func:`code_version`, so editing any ``ltvlib`` source invalidates old entries
-instead of silently reusing numbers computed by older code. Only JSON and
-safetensors are stored: no pickles, so a cache dir is safe to share.
+A key is the sha256 digest of a canonical JSON of what the entry depends on:
+
+- its config, including :func:`task_key` for every task whose data it reads (the task's definition and
+  the bytes of its data files), so editing a data file or reusing a task name for other data misses;
+- :func:`code_version`, the source of the trainer, evaluator and model loader and every ``ltvlib`` module
+  they import (:func:`import_closure`);
+- for results of other modules, :func:`dependency_hash` of the module that computes them.
+
+Editing an analysis or chapter-level module therefore leaves trained vectors valid, while editing the
+trainer or anything it imports invalidates them. Only JSON and safetensors are stored: no pickles, so a
+cache dir is safe to share.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import functools
@@ -27,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path, PurePath
 from typing import Any
 
+from .tasks import Task, data_root, get_task
+
 __all__ = [
     "AREAS",
     "atomic_write_bytes",
@@ -38,6 +50,12 @@ __all__ = [
     "canonical",
     "code_version",
     "config_key",
+    "dependency_hash",
+    "import_closure",
+    "script_dependency_hash",
+    "source_hash",
+    "task_fingerprint",
+    "task_key",
 ]
 
 AREAS = ("models", "vectors", "results")
@@ -78,22 +96,17 @@ def _package_version() -> str:
         return "0"
 
 
-# The modules whose code decides the numbers every result builds on. Results are keyed by their source, so
-# changing how prompts are built or vectors injected invalidates old results, while adding a chapter or an
-# analysis module does not invalidate the vectors other chapters cached (those modules put their own
-# source_hash into their result keys).
-CORE_MODULES = (
-    "models.py", "sites.py", "tasks.py", "prompts.py", "inject.py", "prefix.py", "runner.py", "evaluate.py",
-    "ltv.py",
-)
+# The modules whose code decides the numbers every result builds on: the trainer, the evaluator and the model
+# loader (the model is loaded by name, so the loader is a dependency though nothing imports it). Their
+# imports are followed (import_closure), so a module the trainer starts to use joins the key by itself.
+CORE_MODULES = ("ltvlib.ltv", "ltvlib.evaluate", "ltvlib.models")
+
+# The key machinery itself: a change to how keys are built changes the keys by itself, and its source is
+# not a computation any result depends on, so it (and what only it imports) is left out of every closure.
+_KEY_MODULE = "cache.py"
 
 
-@functools.cache
-def source_hash(*relative_paths: str) -> str:
-    """sha256[:12] over the named ``ltvlib`` source files (all ``*.py`` files when none are named)."""
-    paths = [_PKG_DIR / p for p in relative_paths] or sorted(
-        p for p in _PKG_DIR.rglob("*.py") if "__pycache__" not in p.parts
-    )
+def _hash_files(paths: list[Path]) -> str:
     h = hashlib.sha256()
     for path in paths:
         # hash the relative name too, so moving code between files counts as a change
@@ -105,9 +118,158 @@ def source_hash(*relative_paths: str) -> str:
 
 
 @functools.cache
+def source_hash(*relative_paths: str) -> str:
+    """sha256[:12] over the named ``ltvlib`` source files (all ``*.py`` files when none are named)."""
+    paths = [_PKG_DIR / p for p in relative_paths] or sorted(
+        p for p in _PKG_DIR.rglob("*.py") if "__pycache__" not in p.parts
+    )
+    return _hash_files(paths)
+
+
+def _module_file(parts: list[str]) -> Path | None:
+    """The source file of ``ltvlib.<parts>`` (a module or a package's ``__init__``), or None."""
+    base = _PKG_DIR.joinpath(*parts)
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if parts and base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    return None
+
+
+def _imported(path: Path) -> set[Path]:
+    """The ``ltvlib`` files that ``path`` imports anywhere (module level or inside functions), with the
+    package ``__init__`` files that importing them runs. ``path`` may lie outside the package (a chapter):
+    then only its ``ltvlib.*`` imports count."""
+    package = list(path.relative_to(_PKG_DIR).parent.parts) if path.is_relative_to(_PKG_DIR) else None
+    wanted: list[list[str]] = []
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                if package is None or node.level - 1 > len(package):
+                    continue  # above the package: not ltvlib code
+                mod = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "ltvlib":
+                mod = node.module.split(".")[1:]
+            else:
+                continue
+            wanted.append(mod)
+            # `from . import x` / `from .pkg import sub` may name submodules
+            wanted.extend(mod + [alias.name] for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Import):
+            wanted.extend(a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "ltvlib")
+    found: set[Path] = set()
+    for parts in wanted:
+        # importing ltvlib.a.b runs ltvlib/__init__.py and ltvlib/a/__init__.py too
+        for i in range(len(parts) + 1):
+            f = _module_file(parts[:i])
+            if f is not None:
+                found.add(f)
+    return found
+
+
+def _module_path(module: str) -> Path:
+    parts = module.split(".")
+    if parts[0] == "ltvlib":
+        parts = parts[1:]
+    f = _module_file(parts)
+    if f is None:
+        raise ValueError(f"import_closure: {module!r} is not a module of the ltvlib package in {_PKG_DIR}")
+    return f
+
+
+def import_closure(*modules: str, scripts: tuple[Path, ...] = ()) -> tuple[str, ...]:
+    """The ``ltvlib`` source files that ``modules`` run when imported: themselves and everything they import
+    from ``ltvlib``, directly or not (imports inside functions included), except the key machinery
+    (``cache.py``).
+
+    Args:
+        modules: dotted module names, e.g. ``"ltvlib.ltv"`` (or ``__name__`` of the caller).
+        scripts: files outside the package (e.g. chapters) whose ``ltvlib`` imports are followed; the files
+            themselves are not part of the result.
+
+    Returns:
+        Sorted paths relative to the package folder, e.g. ``("__init__.py", "evaluate.py", ...)``.
+
+    Raises:
+        ValueError: a name that is not a module of the package.
+    """
+    todo = [_module_path(m) for m in modules]
+    for script in scripts:
+        todo.extend(_imported(Path(script).resolve()))
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen or path == _PKG_DIR / _KEY_MODULE:
+            continue
+        seen.add(path)
+        todo.extend(_imported(path) - seen)
+    return tuple(sorted(p.relative_to(_PKG_DIR).as_posix() for p in seen))
+
+
+@functools.cache
+def dependency_hash(*modules: str) -> str:
+    """sha256[:12] of the source of :func:`import_closure` of ``modules``: the code a result computed by
+    them depends on. Put it in the key of every result a non-core module computes
+    (``dependency_hash(__name__)``)."""
+    return _hash_files([_PKG_DIR / p for p in import_closure(*modules)])
+
+
+@functools.cache
 def code_version() -> str:
-    """``<__version__>+<source_hash of CORE_MODULES>``: the code version in every cache key."""
-    return f"{_package_version()}+{source_hash(*CORE_MODULES)}"
+    """``<__version__>+<dependency_hash of CORE_MODULES>``: the code version in every cache key."""
+    return f"{_package_version()}+{dependency_hash(*CORE_MODULES)}"
+
+
+def script_dependency_hash(script: str | os.PathLike[str]) -> str:
+    """sha256[:12] of the ``ltvlib`` source a script outside the package (a chapter) imports, directly or
+    not. Not memoised: the script may gain imports while a process runs."""
+    return _hash_files([_PKG_DIR / p for p in import_closure(scripts=(Path(script),))])
+
+
+def task_fingerprint(task: str | Task, data_dir: str | os.PathLike[str] | None = None) -> str:
+    """sha256[:16] of a task's definition and the bytes of every data file it reads.
+
+    Two tasks with the same name but other data, templates or labels get different fingerprints; so does a
+    task whose data file was edited. Computed once per process per (definition, file, mtime, size).
+
+    Args:
+        task: a registered name or a :class:`~ltvlib.tasks.Task` (its ``files`` relative to the data folder,
+            or absolute).
+        data_dir: the data folder, resolved as :func:`ltvlib.tasks.load_splits` resolves it.
+
+    Raises:
+        UnknownTaskError: an unregistered name.
+        FileNotFoundError: a data file is missing; the message names it and the task.
+    """
+    t = get_task(task)
+    root = data_root(data_dir)
+    stats = []
+    for name in t.files:
+        path = (root / name).resolve()
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"data file {path} for task {t.name!r} not found (data folder: {root})") from None
+        stats.append((path, st.st_mtime_ns, st.st_size))
+    return _fingerprint(_dumps(canonical(t)), tuple(stats))
+
+
+@functools.lru_cache(maxsize=256)
+def _fingerprint(definition: str, files: tuple[tuple[Path, int, int], ...]) -> str:
+    # mtime and size are in the memo key only, so a file rewritten in place is hashed again; the digest
+    # covers the content alone, so a moved data folder with equal files keeps its keys.
+    h = hashlib.sha256(definition.encode("utf-8"))
+    for path, _, _ in files:
+        data = path.read_bytes()
+        h.update(b"\0%d\0" % len(data))
+        h.update(data)
+    return h.hexdigest()[:16]
+
+
+def task_key(task: str | Task, data_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """What identifies a task in a cache key: ``{"name": ..., "data": task_fingerprint(...)}``."""
+    t = get_task(task)
+    return {"name": t.name, "data": task_fingerprint(t, data_dir)}
 
 
 def canonical(obj: Any) -> Any:
@@ -230,16 +392,15 @@ def cache_path(kind: str, config: Any, suffix: str, *, area: str = "vectors") ->
         area: ``"vectors"`` (default), ``"results"`` or ``"models"``.
 
     Returns:
-        ``<root>/<area>/<kind>/<key><suffix>``; its parent dir exists. Write it
-        with :func:`atomic_write_bytes` so readers never see half a file.
+        ``<root>/<area>/<kind>/<key><suffix>``. Nothing is created: write it with
+        :func:`atomic_write_bytes` (which makes the parent folder) so readers never see half a file and
+        a call that fails before writing leaves no empty folder behind.
     """
     if area not in AREAS:
         raise ValueError(f"area must be one of {AREAS}, got {area!r}")
     if suffix and not suffix.startswith("."):
         suffix = "." + suffix
-    directory = cache_root() / area / _check_kind(kind)
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory / f"{config_key(config)}{suffix}"
+    return cache_root() / area / _check_kind(kind) / f"{config_key(config)}{suffix}"
 
 
 def cached_json(kind: str, config: Any, compute: Callable[[], dict]) -> dict:

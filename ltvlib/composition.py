@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from .cache import cache_path, cached_json, source_hash
+from .cache import cache_path, cached_json, dependency_hash
 from .experiments import profile_splits
 from .generalization import initial_vectors
 from .inject import VectorEdit
@@ -57,9 +57,6 @@ TASKS: tuple[str, ...] = (EN_FR, MASC_FEM, COMPOSED)
 #: The four forms of a pair, in the order that breaks ties between identical strings (*fiancée* is both the
 #: English and the French feminine: choosing it counts as the French feminine).
 FORMS: tuple[str, ...] = ("french_fem", "french_masc", "english_fem", "english_masc")
-
-OWN_MODULES = ("composition.py", "experiments.py")
-
 
 class LeakError(AssertionError):
     """A test word occurs in a vector's training or validation data (or in an ICL demonstration pool)."""
@@ -191,7 +188,7 @@ def composition_ltv(
     check_no_leak(data)
     layer = lm.middle_layer
     key = {"model": lm.name, "task": task, "layers": [layer], "positions": [-1], "config": asdict(profile.recipe),
-           "seed": seed, "data": data.fingerprint(task), "source": source_hash(*OWN_MODULES)}
+           "seed": seed, "data": data.fingerprint(task), "source": dependency_hash(__name__)}
     path = cache_path("ltv-composition", key, ".safetensors")
     if path.exists():
         return LearnedTaskVector.load(path)
@@ -373,7 +370,7 @@ def composition_result(
     data = composition_data(profile)
     key = {"what": "composition", "model": lm.name, "seed": seed, "sizes": asdict(sizes),
            "recipe": asdict(profile.recipe), "data": {t: data.fingerprint(t) for t in TASKS},
-           "layer": lm.middle_layer, "source": source_hash(*OWN_MODULES)}
+           "layer": lm.middle_layer, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         ltvs = {t: composition_ltv(lm, t, profile, data, seed=seed, progress=progress) for t in TASKS}

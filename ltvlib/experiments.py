@@ -1,6 +1,6 @@
 """Cached building blocks the chapters share: splits per profile, ICL references, trained LTVs.
 
-Every function here is keyed by (model, task, profile sizes, seed, code version) in the on-disk cache
+Every function here is keyed by (model, task with its data, profile sizes, seed, code version) in the on-disk cache
 (:mod:`ltvlib.cache`), so a chapter re-run, or a later chapter needing the same number, reads it back.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from .cache import cached_json
+from .cache import cached_json, task_key
 from .evaluate import EvalSet, evaluate
 from .ltv import LearnedTaskVector, cached_ltv
 from .profiles import Profile
@@ -32,7 +32,7 @@ def icl_accuracy(lm: Any, task: str, shots: int, profile: Profile, *, seed: int 
     fixed blocks shared by the queries in turn, otherwise fresh for every query.
     """
     splits = profile_splits(task, profile, icl=shots > 0)
-    key = {"what": "icl", "model": lm.name, "task": task, "shots": shots, "n_test": len(splits.test),
+    key = {"what": "icl", "model": lm.name, "task": task_key(task), "shots": shots, "n_test": len(splits.test),
            "n_train": len(splits.train), "demo_sets": profile.icl_demo_sets, "seed": seed}
 
     def compute() -> dict[str, Any]:
@@ -73,7 +73,7 @@ def _test_set(
 def ltv_accuracy(lm: Any, ltv: LearnedTaskVector, profile: Profile, *, shots: int = 0, seed: int = 0) -> dict[str, Any]:
     """Test accuracy of a trained LTV injected as trained (cached by the vector's content)."""
     splits = profile_splits(ltv.task, profile, icl=shots > 0)
-    key = {"what": "ltv-test", "model": lm.name, "task": ltv.task, "n_test": len(splits.test), "shots": shots,
+    key = {"what": "ltv-test", "model": lm.name, "task": task_key(ltv.task), "n_test": len(splits.test), "shots": shots,
            "seed": seed, "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum())}
 
     def compute() -> dict[str, Any]:

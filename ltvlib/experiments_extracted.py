@@ -24,7 +24,7 @@ from .baselines.vanilla_tv import (
     select_layer,
     vanilla_task,
 )
-from .cache import cache_path, cached_json, source_hash
+from .cache import cache_path, cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
 from .experiments import profile_splits
 from .profiles import Profile, sweep_layers
@@ -76,17 +76,6 @@ EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
 }
 
 
-# Cache keys carry the core code version (ltvlib.cache.code_version) and the source of the modules below.
-OWN_MODULES = (
-    "heads.py", "baselines/__init__.py", "baselines/vanilla_tv.py", "baselines/function_vector.py",
-    "experiments_extracted.py",
-)
-
-
-def _source() -> str:
-    return source_hash(*OWN_MODULES)
-
-
 def extracted_sizes(profile: Profile) -> ExtractedSizes:
     """The extraction sizes of ``profile`` (raises ``ValueError`` for a profile without an entry)."""
     if profile.name not in EXTRACTED_SIZES:
@@ -112,8 +101,8 @@ def profile_vanilla_tv(
     config = replace(config or extracted_sizes(profile).vanilla_tv, seed=seed)
     splits = profile_splits(task, profile)
     layers = sorted({check_layer(l, lm.n_layers) for l in (select_layers or range(lm.n_layers))})
-    key = {"model": lm.name, "task": task, "config": asdict(config), "n_train": len(splits.train),
-           "n_val": len(splits.validation), "select_layers": layers, "source": _source()}
+    key = {"model": lm.name, "task": task_key(task), "config": asdict(config), "n_train": len(splits.train),
+           "n_val": len(splits.validation), "select_layers": layers, "source": dependency_hash(__name__)}
     path = cache_path("vanilla_tv", key, ".safetensors")
     if path.exists():
         return VanillaTaskVector.load(path)
@@ -129,8 +118,8 @@ def profile_function_vector(
     """The Function Vector of ``task`` from the profile's training split. Cached in ``vectors/function_vector``."""
     config = replace(config or extracted_sizes(profile).function_vector, seed=seed)
     splits = profile_splits(task, profile)
-    key = {"model": lm.name, "task": task, "config": asdict(config), "n_train": len(splits.train),
-           "source": _source()}
+    key = {"model": lm.name, "task": task_key(task), "config": asdict(config), "n_train": len(splits.train),
+           "source": dependency_hash(__name__)}
     path = cache_path("function_vector", key, ".safetensors")
     if path.exists():
         return FunctionVector.load(path)
@@ -192,8 +181,8 @@ def extracted_curve(
     else:
         config = replace(sizes.vanilla_tv, seed=seed, template=template,
                          form="replace" if method == "vanilla_tv" else "difference")
-    key = {"model": lm.name, "task": task, "method": method, "layers": layers, "config": asdict(config),
-           "n_train": profile.n_train, "n_val": profile.n_val, "n_test": n_test, "source": _source()}
+    key = {"model": lm.name, "task": task_key(task), "method": method, "layers": layers, "config": asdict(config),
+           "n_train": profile.n_train, "n_val": profile.n_val, "n_test": n_test, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         es = _test_evalset(lm, task, profile, template)

@@ -37,10 +37,10 @@ from typing import Any, Literal
 
 from .baselines.function_vector import FunctionVector
 from .baselines.vanilla_tv import VanillaTaskVector
-from .cache import cached_json, source_hash
+from .cache import cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
 from .experiments import ltv_accuracy, profile_ltv, profile_splits
-from .experiments_extracted import OWN_MODULES, extracted_sizes, profile_function_vector, profile_vanilla_tv
+from .experiments_extracted import extracted_sizes, profile_function_vector, profile_vanilla_tv
 from .inject import Mode, Site, VectorEdit
 from .profiles import Profile, sweep_layers
 from .runner import tail_needed
@@ -251,9 +251,6 @@ def flex_sizes(profile: Profile) -> FlexSizes:
     return FLEX_SIZES.get(profile.name, FlexSizes(tasks=profile.tasks))
 
 
-OWN = ("flexibility.py", *OWN_MODULES)
-
-
 def _summary(r: Any) -> dict[str, Any]:
     return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n}
 
@@ -282,11 +279,11 @@ def setting_result(
     sizes = extracted_sizes(profile)
     splits = profile_splits(task, profile, icl=setting.shots > 0)
     key = {
-        "what": "flexibility", "model": lm.name, "task": task, "setting": asdict(setting), "seed": seed,
+        "what": "flexibility", "model": lm.name, "task": task_key(task), "setting": asdict(setting), "seed": seed,
         "n_train": profile.n_train, "n_val": profile.n_val, "n_test": len(splits.test),
         "recipe": asdict(profile.recipe), "demo_sets": profile.icl_demo_sets if setting.shots else None,
         "extracted": extracted, "vanilla_tv": asdict(sizes.vanilla_tv), "function_vector": asdict(sizes.function_vector),
-        "source": source_hash(*OWN),
+        "source": dependency_hash(__name__),
     }
 
     def compute() -> dict[str, Any]:

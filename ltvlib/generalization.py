@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .cache import cached_json, source_hash
+from .cache import cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
 from .experiments import profile_ltv, profile_splits
 from .ltv import LearnedTaskVector
@@ -38,10 +38,6 @@ from .tasks import PAPER_TASKS, get_task
 
 #: The paper's cross-task transfer number: the SNLI-trained LTV evaluated on RTE (Llama-3.1-8B), in %.
 PAPER_SNLI_TO_RTE = 46.21
-
-# Result keys carry this module's source (the core modules are covered by ltvlib.cache.code_version).
-OWN_MODULES = ("generalization.py", "experiments.py")
-
 
 @dataclass(frozen=True)
 class GeneralizationSizes:
@@ -317,9 +313,9 @@ def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, profile: Pro
     if ltv.positions != (-1,):
         raise ValueError(f"transfer evaluates last-position LTVs; this one sits at positions {ltv.positions}")
     splits = profile_splits(target, profile)
-    key = {"what": "ltv-transfer", "model": lm.name, "target": target, "n_test": len(splits.test),
+    key = {"what": "ltv-transfer", "model": lm.name, "target": task_key(target), "n_test": len(splits.test),
            "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
-           "source": source_hash(*OWN_MODULES)}
+           "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         es = _target_set(lm, target, profile, min(ltv.layers))

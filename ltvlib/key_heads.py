@@ -32,7 +32,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from .cache import cached_json, source_hash
+from .cache import cached_json, dependency_hash, task_key
 from .heads import HeadPatch, check_head, head_outputs, o_proj
 from .inject import HookNotFiredError, VectorEdit, inject, resolve_positions
 from .prefix import KVPrefix, compute_prefix, forward_tokens
@@ -42,11 +42,6 @@ from .tasks import Example, Task, get_task
 
 AblationMode = Literal["zero", "mean"]
 Head = tuple[int, int]
-
-# Result keys carry the source of the modules whose code decides these numbers (besides the core modules,
-# which ltvlib.cache.code_version covers).
-OWN_MODULES = ("heads.py", "ov.py", "key_heads.py")
-
 
 # --------------------------------------------------------------------------------------------------------
 # Running the last prompt token over a cached prefix
@@ -440,15 +435,16 @@ def attention_stats(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit
 
 
 def vector_key(ltv: Any) -> dict[str, Any]:
-    """What identifies a trained vector in a result key: its metadata and a checksum of its values."""
-    return {"ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+    """What identifies a trained vector in a result key: its metadata, a checksum of its values and its task's
+    definition and data (the queries' gold answers come from them)."""
+    return {"ltv": ltv.metadata() | {"curve": None}, "task": task_key(ltv.task), "vector_sum": float(ltv.vectors.double().sum()),
             "vector_abs": float(ltv.vectors.double().abs().sum())}
 
 
 def profile_saliency(lm: Any, ltv: Any, queries: Sequence[Example]) -> dict[str, Any]:
     """Cached :func:`head_saliency` of a trained LTV on ``queries``: ``{"saliency": (L x H) lists, "n"}``."""
     key = {"what": "saliency", "model": lm.name, "queries": [e.input for e in queries], **vector_key(ltv),
-           "source": source_hash(*OWN_MODULES)}
+           "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         runner = last_token_runner(lm, ltv.task, queries)
@@ -481,7 +477,7 @@ def key_head_experiment(
         raise ValueError(f"n_random must be at least 1, got {n_random}")
     key = {"what": "key-heads", "model": lm.name, "queries": [e.input for e in queries],
            "test": [e.input for e in test], "fraction": fraction, "n_random": n_random, "seed": seed,
-           **vector_key(ltv), "source": source_hash(*OWN_MODULES)}
+           **vector_key(ltv), "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         layer = min(ltv.layers)

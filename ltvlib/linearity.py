@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .cache import cached_json, source_hash
+from .cache import cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
 from .inject import HookNotFiredError, VectorEdit, record_residual
 from .prefix import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
@@ -315,7 +315,8 @@ class ShiftProbe:
 
     def base(self, layer: int) -> Tensor:
         """``(n, d_model)`` final-norm inputs without a vector, computed by the same path as the shifts (so a
-        zero vector gives exactly zero shift)."""
+        zero vector gives exactly zero shift to queries run in the same batches, and zero up to float rounding
+        in other batch compositions)."""
         layer = check_layer(layer, self.lm.n_layers)
         if layer not in self._base:
             zeros = torch.zeros((len(self), self.lm.d_model))
@@ -504,8 +505,6 @@ def additivity(
 # ---------------------------------------------------------------------------------------------------------
 # The chapter's measurement, cached per (model, task, layer, profile sizes, seed, vector, source)
 
-OWN_MODULES = ("linearity.py",)
-
 LINEARITY_SIZES: dict[str, LinearityConfig] = {
     "smoke": LinearityConfig(n_queries=8, fit_factor=1.0, n_heldout=32, scales=(0.5, 1.0, 2.0)),
     "cpu": LinearityConfig(n_queries=32, fit_factor=2.0, n_heldout=256),
@@ -571,9 +570,9 @@ def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed:
     splits = profile_splits(task, profile)
     ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
     theta = ltv.vectors[0].float()
-    key = {"model": lm.name, "task": task, "layer": layer, "config": asdict(config), "n_test": len(splits.test),
+    key = {"model": lm.name, "task": task_key(task), "layer": layer, "config": asdict(config), "n_test": len(splits.test),
            "n_train": len(splits.train), "seed": seed, "k": k, "ltv": ltv.metadata() | {"curve": None},
-           "vector_sum": float(ltv.vectors.double().sum()), "source": source_hash(*OWN_MODULES)}
+           "vector_sum": float(ltv.vectors.double().sum()), "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         start = time.perf_counter()

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .cache import atomic_write_bytes, cache_path, code_version
+from .cache import atomic_write_bytes, cache_path, code_version, task_key
 from .evaluate import EvalSet, evaluate
 from .inject import VectorEdit, resolve_positions
 from .prompts import answer_ids, encode_prompts, sample_demos
@@ -397,14 +397,25 @@ def cached_ltv(
     n_val: int = 400,
     progress: bool = True,
 ) -> LearnedTaskVector:
-    """:func:`train_ltv`, or the vector trained earlier with the same configuration and code version.
+    """:func:`train_ltv`, or the vector trained earlier with the same configuration, task data and code.
 
-    Vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (see :mod:`ltvlib.cache`)."""
+    Vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (see :mod:`ltvlib.cache`); the key holds the
+    task's definition and the bytes of its data files (:func:`ltvlib.cache.task_key`), so a task whose data
+    changed, or another task under the same name, is trained afresh. Nothing is written unless training
+    succeeds.
+
+    Raises:
+        ValueError: no positions, or a position that is not an int (before anything is looked up); a layer or
+            a position outside the prompts (from :func:`train_ltv`).
+    """
     task = get_task(task)
     config = resolve_recipe(recipe)
     layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
+    positions = tuple(positions)
+    if not positions or not all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
+        raise ValueError(f"positions must be a non-empty sequence of ints, got {positions!r}")
     key = {
-        "model": lm.name, "task": task.name, "layers": layers, "positions": tuple(positions), "shots": shots,
+        "model": lm.name, "task": task_key(task), "layers": layers, "positions": positions, "shots": shots,
         "config": asdict(config), "seed": seed, "n_train": n_train, "n_val": n_val,
     }
     path = cache_path("ltv", key, ".safetensors")

@@ -182,6 +182,9 @@ def load_model(
     Raises:
         ValueError: for a name that is neither registered, nor a folder, nor shaped like ``owner/model``,
             or for an unsupported architecture.
+        ModelNotAvailableError: (a ``ValueError``) a folder or Hugging Face id whose files cannot be read, e.g.
+            an id that is not in the local Hugging Face cache while offline; the message names it and what is
+            allowed. Nothing is written.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -194,6 +197,8 @@ def load_model(
         source: str | Path = _dequantised_dir(MODEL_REGISTRY[name])
     elif Path(name).expanduser().is_dir():
         source = Path(name).expanduser()
+        if not (source / "config.json").is_file():
+            raise ModelNotAvailableError(_not_available(name, source, FileNotFoundError(f"no config.json in {source}")))
     elif name.count("/") == 1 and not name.startswith(("/", ".")):
         source = name
     else:
@@ -201,7 +206,33 @@ def load_model(
             f"unknown model {name!r}: use one of {', '.join(MODEL_REGISTRY)}, a Hugging Face id such as "
             "'meta-llama/Llama-3.1-8B', or a local model folder"
         )
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    # Eager attention returns attention probabilities (a site); sdpa is faster, so it is the default.
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        # Eager attention returns attention probabilities (a site); sdpa is faster, so it is the default.
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)
+    except OSError as exc:
+        raise ModelNotAvailableError(_not_available(name, source, exc)) from exc
     return wrap_model(model, tokenizer, name)
+
+
+class ModelNotAvailableError(ValueError):
+    """A model name that looks loadable (a Hugging Face id or a folder) whose files cannot be read."""
+
+
+def _not_available(name: str, source: str | Path, exc: OSError) -> str:
+    """Why ``name`` could not be loaded, and what :func:`load_model` accepts."""
+    from huggingface_hub import constants
+
+    if isinstance(source, Path):
+        where = f"the folder {str(source)!r} is not a Hugging Face model folder (config.json, weights, tokenizer)"
+    elif constants.is_offline_mode():
+        where = (f"the Hugging Face id {name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) "
+                 "and the hub is off (HF_HUB_OFFLINE)")
+    else:
+        where = f"the Hugging Face id {name!r} is neither in the local Hugging Face cache nor readable from the hub"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"model {name!r} is not available: {where}. Allowed: a registered name ({', '.join(MODEL_REGISTRY)}), "
+        f"a local model folder, or a Hugging Face id whose files are already in the local Hugging Face cache "
+        f"(this book runs offline). Cause: {first}"
+    )

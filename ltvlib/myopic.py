@@ -38,10 +38,10 @@ import torch
 
 from .baselines.function_vector import FunctionVectorConfig
 from .baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
-from .cache import cache_path, cached_json, source_hash
+from .cache import cache_path, cached_json, dependency_hash, task_key
 from .evaluate import EvalSet
 from .experiments import profile_splits
-from .experiments_extracted import OWN_MODULES, extracted_sizes, profile_function_vector
+from .experiments_extracted import extracted_sizes, profile_function_vector
 from .inject import Mode, Site, VectorEdit, inject
 from .ltv import LearnedTaskVector, train_ltv
 from .prefix import forward_tokens
@@ -408,9 +408,6 @@ def extraction_configs(profile: Profile, sizes: MyopicSizes) -> tuple[VanillaTVC
     return vtv, fv
 
 
-OWN = ("myopic.py", *OWN_MODULES)
-
-
 def direction_vanilla_tv(
     lm: Any, direction: str, profile: Profile, sizes: MyopicSizes, *, seed: int = 0
 ) -> VanillaTaskVector:
@@ -428,8 +425,8 @@ def direction_vanilla_tv(
     config = replace(extraction_configs(profile, sizes)[0], seed=seed)
     splits = direction_splits(sizes.task, direction, profile)
     layers = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
-    key = {"model": lm.name, "task": dtask.name, "config": asdict(config), "n_train": len(splits.train),
-           "n_val": len(splits.validation), "select_layers": layers, "source": source_hash(*OWN)}
+    key = {"model": lm.name, "task": task_key(dtask), "config": asdict(config), "n_train": len(splits.train),
+           "n_val": len(splits.validation), "select_layers": layers, "source": dependency_hash(__name__)}
     path = cache_path("myopic_vanilla_tv", key, ".safetensors")
     if path.exists():
         return VanillaTaskVector.load(path)
@@ -467,9 +464,9 @@ def direction_ltv(
     """
     dtask = direction_task(sizes.task, direction)
     splits = ltv_splits(direction, profile, sizes)
-    key = {"model": lm.name, "task": dtask.name, "layers": [lm.middle_layer], "positions": [-1], "shots": 0,
+    key = {"model": lm.name, "task": task_key(dtask), "layers": [lm.middle_layer], "positions": [-1], "shots": 0,
            "config": asdict(profile.recipe), "seed": seed, "n_train": len(splits.train),
-           "n_val": len(splits.validation), "validation": "letter-balanced", "source": source_hash(*OWN)}
+           "n_val": len(splits.validation), "validation": "letter-balanced", "source": dependency_hash(__name__)}
     path = cache_path("myopic_ltv", key, ".safetensors")
     if path.exists():
         return LearnedTaskVector.load(path)
@@ -546,11 +543,11 @@ def method_scores(
     test = balanced_test(sizes.task, sizes.n_test)
     vtv_config, fv_config = extraction_configs(profile, sizes)
     ltv_prof = ltv_profile(profile, sizes)
-    key = {"what": "myopic", "model": lm.name, "task": sizes.task, "method": method, "direction": direction,
+    key = {"what": "myopic", "model": lm.name, "task": task_key(sizes.task), "method": method, "direction": direction,
            "seed": seed, "n_test": len(test), "n_train": profile.n_train, "n_val": profile.n_val,
            "ltv_n_train": ltv_prof.n_train, "ltv_n_val": ltv_prof.n_val, "recipe": asdict(profile.recipe),
            "demo_sets": profile.icl_demo_sets, "vanilla_tv": asdict(vtv_config), "function_vector": asdict(fv_config),
-           "source": source_hash(*OWN)}
+           "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         start = time.perf_counter()
@@ -611,9 +608,9 @@ def generation_examples(
     if not test:
         raise ValueError(f"no held-out item of {sizes.task!r} has a {CHOICES_MARK!r} block to generate from")
     ltv_prof = ltv_profile(profile, sizes)
-    key = {"what": "myopic-generations", "model": lm.name, "task": sizes.task, "seed": seed,
+    key = {"what": "myopic-generations", "model": lm.name, "task": task_key(sizes.task), "seed": seed,
            "n_train": ltv_prof.n_train, "n_val": ltv_prof.n_val, "recipe": asdict(profile.recipe),
-           "items": [e.input for e in test], "max_new_tokens": sizes.max_new_tokens, "source": source_hash(*OWN)}
+           "items": [e.input for e in test], "max_new_tokens": sizes.max_new_tokens, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         task = get_task(sizes.task)

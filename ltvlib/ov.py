@@ -44,10 +44,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .cache import cached_json, source_hash
+from .cache import cached_json, dependency_hash
 from .heads import check_head, o_proj
 from .inject import HookNotFiredError, VectorEdit
-from .key_heads import OWN_MODULES, LastTokenRunner, attention_stats, head_accuracy, last_token_runner, vector_key
+from .key_heads import LastTokenRunner, attention_stats, head_accuracy, last_token_runner, vector_key
 from .sites import check_layer, decoder_layers, get_module, norm_gain
 from .tasks import Example
 
@@ -303,7 +303,7 @@ def ov_experiment(lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[
                          f"positions {ltv.positions}")
     layer = ltv.layers[0]
     key = {"what": "ov", "model": lm.name, "queries": [e.input for e in queries], "test": [e.input for e in test],
-           **vector_key(ltv), "source": source_hash(*OWN_MODULES)}
+           **vector_key(ltv), "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         theta = ltv.vectors[0].to(lm.device, lm.dtype)

@@ -64,7 +64,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .cache import cache_path, cached_json, source_hash
+from .cache import cache_path, cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
 from .inject import VectorEdit
 from .ltv import FAST_RECIPE, LearnedTaskVector, TrainConfig, answer_loss, train_ltv, with_config
@@ -73,7 +73,6 @@ from .runner import PromptRunner
 from .sites import check_layer
 from .tasks import Task, TaskSplits, get_task, load_splits
 
-OWN_MODULES = ("peft_compare.py",)
 KINDS = ("ltv", "prompt_tuning", "prefix_tuning", "lora")
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -647,8 +646,8 @@ def _key(lm: Any, task: str, method: Method, sizes: CompareSizes, seed: int) -> 
     import peft
     import transformers
 
-    return {"model": lm.name, "device": lm.device.type, "task": task, "method": asdict(method),
-            "sizes": asdict(sizes), "seed": seed, "source": source_hash(*OWN_MODULES),
+    return {"model": lm.name, "device": lm.device.type, "task": task_key(task), "method": asdict(method),
+            "sizes": asdict(sizes), "seed": seed, "source": dependency_hash(__name__),
             "peft": peft.__version__, "transformers": transformers.__version__}
 
 
@@ -687,8 +686,8 @@ def library_ltv(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, profi
         from .experiments import profile_ltv
 
         return profile_ltv(lm, task, profile, layers=[lm.middle_layer], seed=seed), "profile_ltv"
-    key = {"model": lm.name, "task": task, "sizes": asdict(sizes), "seed": seed, "layer": lm.middle_layer,
-           "source": source_hash(*OWN_MODULES)}
+    key = {"model": lm.name, "task": task_key(task), "sizes": asdict(sizes), "seed": seed, "layer": lm.middle_layer,
+           "source": dependency_hash(__name__)}
     path = cache_path("peft-compare/ltv", key, ".safetensors")
     if path.exists():
         return LearnedTaskVector.load(path), "train_ltv"
@@ -702,8 +701,8 @@ def library_ltv_result(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0
     """Test accuracy (``ltvlib.evaluate``) of :func:`library_ltv`, with its steps and training seconds."""
     ltv, source = library_ltv(lm, task, sizes, seed=seed, profile=profile)
     splits = compare_splits(task, sizes)
-    key = {"what": "library-ltv-test", "model": lm.name, "task": task, "sizes": asdict(sizes), "seed": seed,
-           "source": source_hash(*OWN_MODULES), "ltv": ltv.metadata() | {"curve": None},
+    key = {"what": "library-ltv-test", "model": lm.name, "task": task_key(task), "sizes": asdict(sizes), "seed": seed,
+           "source": dependency_hash(__name__), "ltv": ltv.metadata() | {"curve": None},
            "vector_sum": float(ltv.vectors.double().sum())}
 
     def compute() -> dict[str, Any]:

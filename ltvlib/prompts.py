@@ -102,13 +102,20 @@ def answer_ids(tokenizer: Any, task: Task, outputs: Sequence[str]) -> list[list[
     """Token ids of each answer as it follows the query (``task.format_answer``, e.g. ``" cold"``).
 
     Raises:
-        ValueError: an answer tokenises to nothing; the message names it.
+        ValueError: an answer tokenises to nothing, or to nothing but whitespace (an empty label after the
+            template's leading space would otherwise train on the bare space token); the message names it.
     """
     result = []
     for y in outputs:
-        ids = _ids(tokenizer, task.format_answer(y))
+        text = task.format_answer(y)
+        ids = _ids(tokenizer, text)
         if not ids:
-            raise ValueError(f"label {y!r} of task {task.name!r} tokenises to nothing (answer text {task.format_answer(y)!r})")
+            raise ValueError(f"label {y!r} of task {task.name!r} tokenises to nothing (answer text {text!r})")
+        if not y.strip() or not tokenizer.decode(ids).strip():
+            raise ValueError(
+                f"label {y!r} of task {task.name!r} tokenises to whitespace only (answer text {text!r} -> ids "
+                f"{ids}); every label needs at least one visible character"
+            )
         result.append(ids)
     return result
 

@@ -241,6 +241,7 @@ class PromptRunner:
             1 without answers), and ``valid (batch, n)`` marking real answer tokens.
         """
         index = list(index)
+        self._check_in_tail(index, edits)
         n_ans = max((len(a) for a in answers), default=1) if answers is not None else 1
         if answers is not None:
             cont, cont_mask = pad_right([a[:-1] for a in answers], self.pad_id, n_ans - 1, self.device)
@@ -290,6 +291,27 @@ class PromptRunner:
         with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=before.shape[1]):
             logits = forward_from_layer(self.lm, hidden, start, mask, prefix=prefix, logits_to_keep=n_ans)
         return logits, valid
+
+    def _check_in_tail(self, index: Sequence[int], edits: Sequence[VectorEdit]) -> None:
+        """On the tail path every injected position must be among the last ``tail`` prompt tokens: the keys and
+        values of earlier tokens are cached without the vectors."""
+        if self.tail is None:
+            return
+        for edit in edits:
+            p = edit.position
+            if p < 0:
+                inside = -p <= self.tail
+            else:  # counted from the first real token (shared prefix included): in the tail of every row?
+                shared = len(self.prompts.shared)
+                inside = all(p >= shared + len(self.prompts.rows[i]) - self.tail for i in index)
+            if not inside:
+                need = f"tail={-p} or more" if p < 0 else "tail=None (full forwards)"
+                raise ValueError(
+                    f"injected position {p} (layer {edit.layer}) lies in the cached prefix: this runner recomputes "
+                    f"only the last tail={self.tail} prompt tokens. Build the runner (the `tail` argument of "
+                    f"PromptRunner / EvalSet) with {need}; ltvlib.runner.tail_needed(positions) gives the tail "
+                    f"that covers a set of positions"
+                )
 
     def _forward(
         self, ids: Tensor, mask: Tensor, prompt_mask: Tensor, prefix: KVPrefix | None, offset: int,

@@ -37,6 +37,7 @@ from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_
 from ltvlib.experiments_extracted import extracted_curve
 from ltvlib.profiles import get_profile, sweep_layers
 from ltvlib.tasks import PAPER_TASKS, load_splits
+from tests.margins import PATH_GAP, smallest_margin
 from tests.test_gemma3_known_issues import windowed_gemma3
 
 
@@ -176,8 +177,10 @@ def test_icl_reference_falls_back_to_full_forwards_beyond_the_sliding_window(cac
     two = icl_reference(lm, "antonym", 2, prof)
     assert two["path"] == "full"
     splits = profile_splits("antonym", prof, icl=True)
-    direct = evaluate(EvalSet(lm, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
-                              demo_sets=prof.icl_demo_sets, tail=None))
+    es = EvalSet(lm, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
+                 demo_sets=prof.icl_demo_sets, tail=None)
+    direct = evaluate(es)
+    assert smallest_margin(es) > PATH_GAP  # other batch sizes, same predictions (tests/margins.py)
     assert two["accuracy"] == direct.accuracy and two["n"] == len(splits.test)
     assert icl_reference(lm, "antonym", 2, prof) == two  # cached
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
-from ltvlib import cache
+from ltvlib import cache, ltv
+from ltvlib.ltv import FAST_RECIPE, with_config
+from ltvlib.tasks import Task, data_root, get_task, load_splits
 
 
 @dataclasses.dataclass
@@ -160,6 +165,7 @@ def test_cached_json_computes_once(tmp_cache: Path) -> None:
 
 def test_cached_json_recomputes_corrupt_file(tmp_cache: Path) -> None:
     path = cache.cache_path("x", {"a": 1}, ".json", area="results")
+    path.parent.mkdir(parents=True)
     path.write_text("{truncated")
     assert cache.cached_json("x", {"a": 1}, lambda: {"v": 1}) == {"v": 1}
     assert json.loads(path.read_text())["value"] == {"v": 1}
@@ -172,10 +178,214 @@ def test_cached_json_rejects_non_dict() -> None:
 
 def test_cache_path(tmp_cache: Path) -> None:
     p = cache.cache_path("ltv/gsm", {"a": 1}, "safetensors")
-    assert p.parent == tmp_cache / "vectors" / "ltv" / "gsm" and p.parent.is_dir()
+    assert p.parent == tmp_cache / "vectors" / "ltv" / "gsm"
+    assert not tmp_cache.exists()  # a path is only a name: folders appear when an entry is written
     assert p.name == cache.config_key({"a": 1}) + ".safetensors"
+    cache.atomic_write_bytes(p, b"x")
+    assert p.read_bytes() == b"x"
     for bad in ("../x", "/abs", "a/../b", ""):
         with pytest.raises(ValueError):
             cache.cache_path(bad, {}, ".x")
     with pytest.raises(ValueError):
         cache.cache_path("k", {}, ".x", area="elsewhere")
+
+
+# ---------------------------------------------------------------------------------- task data in the keys
+
+TINY = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
+ANTONYM = "fv/antonym.json"
+
+
+def _data_copy(tmp_path: Path) -> Path:
+    """A data folder holding a copy of the antonym file only."""
+    root = tmp_path / "data"
+    (root / "fv").mkdir(parents=True)
+    shutil.copyfile(data_root() / ANTONYM, root / ANTONYM)
+    return root
+
+
+def _edit_first_answer(path: Path, answer: str) -> None:
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    rows[0]["output"] = answer
+    path.write_text(json.dumps(rows, indent=4), encoding="utf-8")
+
+
+@pytest.fixture
+def training_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts the trainings cached_ltv starts (a cache hit starts none)."""
+    calls: list[str] = []
+    real = ltv.train_ltv
+
+    def counting(lm, task, **kwargs):
+        calls.append(get_task(task).name)
+        return real(lm, task, **kwargs)
+
+    monkeypatch.setattr(ltv, "train_ltv", counting)
+    return calls
+
+
+def _cached(lm, task="antonym"):
+    return ltv.cached_ltv(lm, task, layers=[1], recipe=TINY, n_train=16, n_val=8, progress=False)
+
+
+def test_task_fingerprint_follows_definition_and_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _data_copy(tmp_path)
+    original = cache.task_fingerprint("antonym")  # the repository's data folder
+    assert cache.task_fingerprint("antonym", root) == original  # equal bytes elsewhere: the same fingerprint
+    monkeypatch.setenv("LTV_DATA_DIR", str(root))
+    assert cache.task_key("antonym") == {"name": "antonym", "data": original}
+
+    before = (root / ANTONYM).read_bytes()
+    _edit_first_answer(root / ANTONYM, "unperfectly")  # edited in place, within this process
+    edited = cache.task_fingerprint("antonym")
+    assert edited != original
+    (root / ANTONYM).write_bytes(before)
+    assert cache.task_fingerprint("antonym") == original  # keyed by content, not by file time
+
+    registered = get_task("antonym")
+    other_template = Task(name="antonym", kind="generation", query_template="In: {x}\nOut:", files=(ANTONYM,))
+    assert cache.task_fingerprint(other_template) != original
+    elsewhere = tmp_path / "mine.json"
+    shutil.copyfile(root / ANTONYM, elsewhere)
+    _edit_first_answer(elsewhere, "unperfectly")
+    same_name = Task(name="antonym", kind="generation", files=(str(elsewhere),))  # an absolute path
+    assert cache.task_fingerprint(same_name) not in (original, edited, cache.task_fingerprint(registered))
+
+    (root / ANTONYM).unlink()
+    with pytest.raises(FileNotFoundError, match="antonym"):
+        cache.task_fingerprint("antonym")
+
+
+def test_cached_ltv_misses_when_the_task_data_change(llama, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_cache: Path, training_calls: list[str]) -> None:
+    root = _data_copy(tmp_path)
+    monkeypatch.setenv("LTV_DATA_DIR", str(root))
+    first = _cached(llama)
+    again = _cached(llama)
+    assert training_calls == ["antonym"]  # unchanged data: a hit
+    assert torch.equal(first.vectors, again.vectors)
+
+    before = (root / ANTONYM).read_bytes()
+    _edit_first_answer(root / ANTONYM, "unperfectly")
+    s = load_splits("antonym", n_train=10**6, n_val=10**6)
+    assert "unperfectly" in {e.output for e in (*s.train, *s.validation, *s.test)}  # the splits see the edit
+    _cached(llama)
+    assert training_calls == ["antonym", "antonym"]  # the edited file: a miss, trained afresh
+    assert len(list((tmp_cache / "vectors" / "ltv").glob("*.safetensors"))) == 2
+
+    # another task under the registered name, with other data: its own entry, never the cached vector
+    other = tmp_path / "other.json"
+    other.write_bytes((root / ANTONYM).read_bytes())
+    _cached(llama, Task(name="antonym", kind="generation", files=(str(other),)))
+    assert len(training_calls) == 3
+
+    (root / ANTONYM).write_bytes(before)  # the original bytes again: the first entry is found
+    assert torch.equal(_cached(llama).vectors, first.vectors)
+    assert len(training_calls) == 3
+
+
+def test_cached_ltv_bad_position_writes_nothing(llama, tmp_cache: Path) -> None:
+    with pytest.raises(ValueError, match="position 500"):
+        _cached_at(llama, [500])
+    with pytest.raises(ValueError, match="positions must be a non-empty sequence of ints"):
+        _cached_at(llama, [])
+    assert not (tmp_cache / "vectors").exists()
+
+
+def _cached_at(lm, positions):
+    return ltv.cached_ltv(lm, "antonym", layers=[1], positions=positions, recipe=TINY, n_train=16, n_val=8,
+                          progress=False)
+
+
+# ---------------------------------------------------------------------------------- code in the keys
+
+
+@pytest.fixture
+def package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of the ltvlib sources that the key functions hash instead of the real package (the code that
+    runs stays the real one); the memoised hashes are cleared before and after."""
+    copy = tmp_path / "ltvlib"
+    shutil.copytree(cache._PKG_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    memos = (cache.source_hash, cache.dependency_hash, cache.code_version)
+    for memo in memos:
+        memo.cache_clear()
+    monkeypatch.setattr(cache, "_PKG_DIR", copy)
+    yield copy
+    for memo in memos:
+        memo.cache_clear()
+
+
+def _touch_source(package: Path, module: str) -> None:
+    with (package / module).open("a", encoding="utf-8") as fh:
+        fh.write("\n# an edit\n")
+    for memo in (cache.source_hash, cache.dependency_hash, cache.code_version):
+        memo.cache_clear()  # a new process would start with empty memos
+
+
+def test_analysis_edit_keeps_ltv_cache_and_trainer_edit_invalidates_it(
+    llama, package_copy: Path, tmp_cache: Path, training_calls: list[str]
+) -> None:
+    first = _cached(llama)
+    assert training_calls == ["antonym"]
+    ov_before = cache.dependency_hash("ltvlib.ov")
+    key_heads_before = cache.dependency_hash("ltvlib.key_heads")
+
+    # analysis and chapter-level modules: the trained vector stays valid
+    for module in ("ov.py", "linearity.py", "experiments.py", "book.py"):
+        _touch_source(package_copy, module)
+        assert torch.equal(_cached(llama).vectors, first.vectors)
+    assert training_calls == ["antonym"]
+    assert cache.dependency_hash("ltvlib.ov") != ov_before  # the analysis's own results do move
+    assert cache.dependency_hash("ltvlib.key_heads") == key_heads_before  # key_heads does not import ov
+
+    # the trainer, and a module the trainer imports: trained afresh
+    _touch_source(package_copy, "ltv.py")
+    _cached(llama)
+    assert training_calls == ["antonym", "antonym"]
+    _touch_source(package_copy, "runner.py")
+    _cached(llama)
+    assert len(training_calls) == 3
+    _touch_source(package_copy, "key_heads.py")
+    assert cache.dependency_hash("ltvlib.ov") != ov_before  # ov imports key_heads
+
+
+def test_import_closure_follows_every_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "ltvlib"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "from .cache import cache_root\n\ndef f():\n    from .b import g  # imported inside a function\n",
+        "b.py": "from .sub import c\nimport ltvlib.d\n",
+        "sub/__init__.py": "",
+        "sub/c.py": "from ..e import h\n",
+        "cache.py": "from .unused import x\n",
+        "d.py": "", "e.py": "", "unused.py": "", "alone.py": "",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    monkeypatch.setattr(cache, "_PKG_DIR", pkg)
+    assert cache.import_closure("ltvlib.a") == (
+        "__init__.py", "a.py", "b.py", "d.py", "e.py", "sub/__init__.py", "sub/c.py",
+    )  # not cache.py (the key machinery) nor what only it imports
+    script = tmp_path / "chapter.py"
+    script.write_text("from ltvlib.sub.c import h\n")
+    assert cache.import_closure(scripts=(script,)) == ("__init__.py", "e.py", "sub/__init__.py", "sub/c.py")
+    with pytest.raises(ValueError, match="ltvlib.nothing"):
+        cache.import_closure("ltvlib.nothing")
+
+
+def test_core_closure_is_the_trainer_evaluator_and_loader() -> None:
+    core = set(cache.import_closure(*cache.CORE_MODULES))
+    assert {"ltv.py", "evaluate.py", "models.py", "runner.py", "prompts.py", "tasks.py", "inject.py"} <= core
+    assert not core & {"ov.py", "key_heads.py", "linearity.py", "experiments.py", "book.py", "cache.py"}
+
+
+def test_a_chapter_stamp_follows_the_modules_the_chapter_imports(package_copy: Path, tmp_path: Path) -> None:
+    chapter = tmp_path / "01_chapter.py"
+    chapter.write_text("from ltvlib.stats import Proportion\nimport ltvlib.tasks\n")
+    before = cache.script_dependency_hash(chapter)
+    assert set(cache.import_closure(scripts=(chapter,))) == {"__init__.py", "stats.py", "tasks.py"}
+    _touch_source(package_copy, "ov.py")  # not imported by the chapter
+    assert cache.script_dependency_hash(chapter) == before
+    _touch_source(package_copy, "stats.py")
+    assert cache.script_dependency_hash(chapter) != before

@@ -15,6 +15,7 @@ from ltvlib.prefix import forward_tokens
 from ltvlib.profiles import get_profile
 from ltvlib.prompts import answer_ids, encode_prompts, pad_left
 from ltvlib.tasks import Example, get_task, load_splits
+from tests.margins import PATH_GAP, smallest_margin
 
 
 @pytest.fixture()
@@ -93,9 +94,11 @@ def test_combine_sums_scaled_vectors_at_one_site(llama):
 def test_scorer_matches_evaluate_and_full_forward_log_probs(llama):
     data = comp.composition_data(get_profile("smoke"))
     scorer = comp.FormScorer(llama, data)
-    edits = [VectorEdit(1, -1, torch.randn(llama.d_model) * 5)]
+    edits = [VectorEdit(1, -1, torch.randn(llama.d_model, generator=torch.Generator().manual_seed(0)) * 5)]
     s = scorer.score(edits)
-    ref = evaluate(EvalSet(llama, comp.COMPOSED, data.test, tail=None, cache_rows=False), edits)
+    es = EvalSet(llama, comp.COMPOSED, data.test, tail=None, cache_rows=False)
+    ref = evaluate(es, edits)
+    assert smallest_margin(es, edits) > PATH_GAP  # so the two paths' predictions agree (tests/margins.py)
     assert s["accuracy"] == ref.accuracy and s["predicted"] == ref.predicted
     assert s["accepted_accuracy"] >= s["accuracy"] and s["n"] == len(data.test)
     assert sum(s["form_choice"].values()) == pytest.approx(1.0)

@@ -26,6 +26,7 @@ from ltvlib.prefix import forward_tokens
 from ltvlib.profiles import get_profile
 from ltvlib.prompts import encode_prompts, pad_left
 from ltvlib.tasks import get_task, load_splits
+from tests.margins import PATH_GAP, smallest_margin
 
 
 @pytest.fixture()
@@ -161,6 +162,7 @@ def test_a_non_final_position_setting_end_to_end(llama, cache):
     tv = profile_vanilla_tv_task_template(llama, "antonym", prof)
     es = EvalSet(llama, "antonym", profile_splits("antonym", prof).test, tail=None)
     edits, site, mode = extracted_edits("vanilla_tv", tv, setting)
+    assert smallest_margin(es, edits, site=site, mode=mode) > PATH_GAP  # predictions agree across paths
     assert evaluate(es, edits, site=site, mode=mode).accuracy == res["vanilla_tv"]["accuracy"]
     # cached: the second call reads the same dict back
     assert setting_result(llama, "antonym", prof, setting) == res
@@ -173,7 +175,12 @@ def test_icl_setting_trains_on_k_shot_prompts(llama, cache):
     res = setting_result(llama, "antonym", prof, setting, extracted=False)
     assert res["ltv"]["n"] == prof.n_test_icl and "vanilla_tv" not in res
     assert res["ltv_zero_shot_trained"]["n"] == prof.n_test_icl
-    from ltvlib.experiments import icl_accuracy
+    from ltvlib.experiments import icl_accuracy, profile_splits
 
-    # the no-vector row of the ICL setting is the profile's ICL reference on the same prompts
+    # the no-vector row of the ICL setting is the profile's ICL reference on the same prompts (two paths:
+    # exact agreement holds since no prediction is near a tie, tests/margins.py)
+    splits = profile_splits("antonym", prof, icl=True)
+    es = EvalSet(llama, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
+                 demo_sets=prof.icl_demo_sets, tail=None)
+    assert smallest_margin(es) > PATH_GAP
     assert res["none"]["accuracy"] == icl_accuracy(llama, "antonym", 2, prof)["accuracy"]

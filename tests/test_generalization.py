@@ -14,6 +14,7 @@ from ltvlib.experiments import ltv_accuracy, profile_splits
 from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector, train_ltv, with_config
 from ltvlib.profiles import get_profile
 from ltvlib.tasks import PAPER_TASKS, load_splits
+from tests.margins import PATH_GAP, smallest_margin
 
 
 @pytest.fixture()
@@ -130,6 +131,9 @@ def test_transfer_on_the_diagonal_equals_ltv_accuracy(llama, cache):
     ltv = fake_ltv(llama, "sst2", 0, scale=20.0)
     own = ltv_accuracy(llama, ltv, prof)
     r = gen.transfer_accuracy(llama, ltv, "sst2", prof)
+    # two paths over the same prompts: exact agreement holds since no prediction is near a tie (tests/margins.py)
+    ref = EvalSet(llama, "sst2", profile_splits("sst2", prof).test, tail=None, cache_rows=False)
+    assert smallest_margin(ref, ltv.edits()) > PATH_GAP
     assert r["accuracy"] == own["accuracy"] and r["label_accuracy"] == own["label_accuracy"] and r["n"] == own["n"]
 
 
@@ -140,6 +144,7 @@ def test_transfer_is_the_targets_evaluation_with_the_sources_vector(llama, cache
     # an independent evaluation: full forwards over the whole prompt, nothing cached
     es = EvalSet(llama, "sst2", profile_splits("sst2", prof).test, tail=None, cache_rows=False)
     ref = evaluate(es, ltv.edits())
+    assert smallest_margin(es, ltv.edits()) > PATH_GAP  # so the two paths' predictions agree (tests/margins.py)
     assert r["accuracy"] == ref.accuracy and r["label_accuracy"] == ref.label_accuracy
     assert r["n"] == len(profile_splits("sst2", prof).test)
     assert sum(share for _, share in r["top_predictions"]) <= 1.0

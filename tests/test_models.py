@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltvlib.models import MODEL_REGISTRY, load_model
+from ltvlib.models import MODEL_REGISTRY, ModelNotAvailableError, load_model
 from ltvlib.sites import arch_table, check_layer, decoder_layers, head_geometry
 
 
@@ -36,3 +36,23 @@ def test_check_layer():
 
 def test_registry_names():
     assert set(MODEL_REGISTRY) == {"smollm2-135m", "gemma3-270m"}
+
+
+def test_unavailable_hub_id_names_it_and_what_is_allowed(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # read at import; the test must not wait on a network
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ModelNotAvailableError) as info:
+        load_model("ltv-book-tests/no-such-model", device="cpu")
+    message = str(info.value)
+    assert "'ltv-book-tests/no-such-model'" in message and "HF_HUB_OFFLINE" in message
+    assert "smollm2-135m, gemma3-270m" in message and "local model folder" in message
+    assert isinstance(info.value, ValueError) and isinstance(info.value.__cause__, OSError)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_folder_without_a_model_names_it(tmp_path):
+    with pytest.raises(ModelNotAvailableError, match=rf"folder '{tmp_path}' is not a Hugging Face model folder"):
+        load_model(str(tmp_path), device="cpu")
+    assert list(tmp_path.iterdir()) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -34,6 +35,28 @@ def test_label_that_tokenises_to_nothing_is_named():
     with pytest.raises(ValueError, match="label '' of task 'blank' tokenises to nothing"):
         answer_ids(_tok(), task, [""])
     assert answer_ids(_tok(), get_task("antonym"), ["cold"]) == [[_tok().convert_tokens_to_ids("cold")]]
+
+
+def _spacy_tokenizer():
+    """A word-level tokenizer that keeps each space as a token, as byte-level BPE tokenizers (SmolLM2's
+    ``Ġ``) do: there ``" " + ""`` is one real token, not nothing."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, "[PAD]": 1, " ": 2, "\n": 3, "yes": 4, "no": 5}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"\s|\w+|[^\w\s]"), behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
+
+
+@pytest.mark.parametrize("label", ["", "  ", "\n"])
+def test_label_that_tokenises_to_whitespace_is_named(label):
+    tok = _spacy_tokenizer()
+    task = Task(name="yesno", kind="classification", labels=("yes", label), files=("sst2/train.jsonl",))
+    assert tok(task.format_answer(label), add_special_tokens=False).input_ids  # the space is a real token here
+    with pytest.raises(ValueError, match=re.escape(f"label {label!r} of task 'yesno' tokenises to whitespace only")):
+        answer_ids(tok, task, ["yes", label])
+    assert answer_ids(tok, task, ["yes", "no"]) == [[2, 4], [2, 5]]
 
 
 def test_demos_exclude_the_query_and_are_seeded():

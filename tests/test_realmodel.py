@@ -43,11 +43,17 @@ def test_middle_layer_ltv_beats_zero_shot_by_30_points(smol, task):
 def test_cached_prefix_equals_full_forward_on_the_real_model(smol):
     splits = load_splits("sst2", n_train=40, n_val=8)
     prompts = encode_prompts(smol.tokenizer, splits.task, splits.test[:6], shared_demos=splits.train[:3])
-    theta = torch.randn(smol.d_model) * 0.5
+    theta = torch.randn(smol.d_model, generator=torch.Generator().manual_seed(0)) * 0.5
     full, _ = PromptRunner(smol, prompts, tail=None).run(range(6), [VectorEdit(10, -1, theta)])
     fast, _ = PromptRunner(smol, prompts, tail=1).run(range(6), [VectorEdit(10, -1, theta)])
-    torch.testing.assert_close(fast, full, atol=2e-3, rtol=1e-3)
-    assert torch.equal(fast.argmax(-1), full.argmax(-1))
+    atol, rtol = 2e-3, 1e-3  # two exact paths, different float sums (padding, cached keys): rounding only
+    torch.testing.assert_close(fast, full, atol=atol, rtol=rtol)
+    # The predictions agree wherever the top two logits are further apart than the two paths may differ; a
+    # near-tie may flip on another machine without anything being wrong.
+    top2 = full.topk(2, dim=-1).values
+    clear = (top2[..., 0] - top2[..., 1]) > 2 * (atol + rtol * top2[..., 0].abs())
+    assert clear.sum() >= 4
+    assert torch.equal(fast.argmax(-1)[clear], full.argmax(-1)[clear])
 
 
 def test_gemma3_loads_and_a_vector_changes_its_output():
