@@ -138,8 +138,10 @@ def test_probe_shifts_equal_full_forward_differences(tiny):
         _, base = full_forward(tiny, qs)
         _, pushed = full_forward(tiny, qs, [VectorEdit(layer, -1, vectors)])
         torch.testing.assert_close(shifts, pushed - base, atol=2e-4, rtol=1e-3)
-    # a zero vector shifts nothing, exactly
-    assert probe.shifts(1, torch.zeros((2, tiny.d_model)), [0, 3]).abs().max() == 0
+    # a zero vector shifts nothing, up to float32 rounding of the final states (the batch composition differs
+    # from the base run's, so the matrix products need not be bit-identical)
+    zero_shift = probe.shifts(1, torch.zeros((2, tiny.d_model)), [0, 3]).abs().max()
+    assert zero_shift <= 1e-6 * probe.base(1).abs().max()
 
 
 def test_hook_before_final_norm_is_the_last_block_output_and_cleans_up(tiny):
