@@ -48,6 +48,7 @@ class ArchTable:
 
     Attributes:
         family: the architecture family (``llama``, ``mistral``, ``qwen2``, ``gemma3``).
+        text_model: the decoder stack (model-level): holds the blocks, the final norm and the rotary embedding.
         layers: the decoder blocks (model-level).
         final_norm: the RMSNorm before the unembedding (model-level).
         unembed: the unembedding (model-level).
@@ -67,6 +68,7 @@ class ArchTable:
     """
 
     family: str
+    text_model: str = "model"
     layers: str = "model.layers"
     final_norm: str = "model.norm"
     unembed: str = "lm_head"
@@ -102,7 +104,8 @@ ARCH_TABLES: dict[str, ArchTable] = {
     "gemma3_text": ArchTable(family="gemma3", **_GEMMA3_LAYOUT),
     # the multimodal Gemma3ForConditionalGeneration: the same blocks under model.language_model
     "gemma3": ArchTable(
-        family="gemma3", layers="model.language_model.layers", final_norm="model.language_model.norm",
+        family="gemma3", text_model="model.language_model", layers="model.language_model.layers",
+        final_norm="model.language_model.norm",
         **_GEMMA3_LAYOUT,
     ),
 }
@@ -173,6 +176,11 @@ def check_layer(layer: int, n_layers: int) -> int:
 
 # ---------------------------------------------------------------------------------------------------------
 # The modules of one layer (``lm`` is a :class:`ltvlib.models.LoadedModel`: ``lm.model`` and ``lm.table``)
+
+
+def text_model(lm: Any) -> nn.Module:
+    """The decoder stack (``*Model`` of a causal LM, the language model of a multimodal one)."""
+    return get_module(lm.model, lm.table.text_model)
 
 
 def block(lm: Any, layer: int) -> nn.Module:

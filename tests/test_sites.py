@@ -11,7 +11,7 @@ from torch import nn
 from ltvlib import sites
 from ltvlib.inject import record_residual
 from ltvlib.linearity import record_final_norm_input
-from ltvlib.prefix import forward_tokens
+from ltvlib.prefix import forward_from_layer, forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
 from ltvlib.tasks import get_task, load_splits
 from tests.arch_fixtures import BUILDERS, LAYOUT
@@ -50,6 +50,7 @@ def test_roles_name_the_architectures_modules(any_arch):
             assert sites.mlp_output_norm(lm, layer) is block.post_feedforward_layernorm
         assert out_norm is not sites.mlp_input_norm(lm, layer)  # Llama's post_attention_layernorm is pre-MLP
     assert sites.final_norm(lm) is sites.get_module(lm.model, final)
+    assert sites.text_model(lm).layers is blocks and sites.text_model(lm).norm is sites.final_norm(lm)
     assert sites.unembedding(lm) is lm.model.get_output_embeddings()
     # sizes as the config says, head_dim never derived from d_model
     text = lm.model.config.get_text_config()
@@ -91,6 +92,9 @@ def test_block_sites_and_final_norm_match_hidden_states(any_arch):
     torch.testing.assert_close(logits, out.logits, rtol=1e-5, atol=1e-5)
     with torch.no_grad():
         torch.testing.assert_close(forward_tokens(lm, ids, mask)[0], out.logits[:, -1:], rtol=1e-5, atol=1e-5)
+        # resuming the forward at a block from its recorded input (the text model's parts, from the table)
+        resumed = forward_from_layer(lm, inputs[1], 1, mask, logits_to_keep=ids.shape[1])
+    torch.testing.assert_close(resumed, out.logits, rtol=1e-4, atol=1e-4)
 
 
 def test_unknown_layer_or_architecture_is_refused(llama):
