@@ -16,7 +16,8 @@ Recipe (defaults in :class:`FunctionVectorConfig`):
    head's write is ``W_O[:, slice(h)] @ output``, so the sum is ``W_O[:, slice(h)] @ mean(l, h)``; Gemma 3
    normalises the attention output before adding it, and a head's write is ``g * W_O[:, slice(h)] @ output
    / rms(attention output)`` at each prompt (:func:`ltvlib.heads.head_writes`), averaged over prompts. Left
-   out, that norm made Gemma-3-270M's Antonym vector 300 times too small (|FV| 24.6 against 7332).
+   out, that norm made Gemma-3-270M's Antonym vector 300 times too small (|FV| 24.6 against 7332 with
+   n_mean=20, n_ie=5; the stream entering block 7 has norm about 3500).
 
 Every patch in step 2 is at the last token, which cannot change the keys and values of earlier tokens. So
 the *cached* path computes each corrupted prompt's prefix once and runs all ``n_layers * n_heads`` patched
