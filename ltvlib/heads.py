@@ -1,6 +1,6 @@
 """Per-head attention outputs: record them, patch them, project them into the residual stream.
 
-The site is ``head_outputs`` (see :mod:`ltvlib.sites`): the input of ``layers[l].self_attn.o_proj``, i.e. the
+The site is ``head_outputs`` (see :mod:`ltvlib.sites`): the input of block ``l``'s ``o_proj``, i.e. the
 attention heads' outputs concatenated *before* the output projection, shape ``(batch, seq, n_heads *
 head_dim)``. Query head ``h`` owns columns ``h * head_dim : (h + 1) * head_dim``; with grouped-query
 attention each *query* head still has its own slice (heads that share keys and values differ by their
@@ -14,6 +14,9 @@ nothing is the baselines' most common bug).
 Positions follow :mod:`ltvlib.inject`: negative values count back from each row's last real token, others
 from its first real token, resolved from the attention mask of the whole prompt; ``offset`` is the number of
 prompt columns already in a KV cache.
+
+What a head *writes into the residual stream* (:func:`head_writes`, :func:`head_projection`) follows the site
+table's path from ``o_proj`` to the stream, including the attention-output norm of Gemma 2/3.
 """
 
 from __future__ import annotations
@@ -27,7 +30,12 @@ import torch
 from torch import Tensor
 
 from .inject import HookNotFiredError, resolve_positions
-from .sites import check_layer, decoder_layers, get_module
+from .sites import attn_output_norm, check_layer, inverse_rms, norm_gain, o_proj
+
+__all__ = [
+    "HeadMode", "HeadPatch", "attention_output_inverse_rms", "check_head", "head_outputs", "head_projection",
+    "head_writes", "o_proj", "patch_heads", "record_heads",
+]
 
 HeadMode = Literal["replace", "add"]
 
@@ -50,12 +58,6 @@ class HeadPatch:
     position: int
     value: Tensor
     rows: Sequence[int] | Tensor | None = None
-
-
-def o_proj(lm: Any, layer: int) -> torch.nn.Module:
-    """The output projection of block ``layer`` (module path from the architecture table)."""
-    blocks = decoder_layers(lm.model)
-    return get_module(blocks[check_layer(layer, len(blocks))], lm.table.o_proj)
 
 
 def check_head(head: int, n_heads: int) -> int:
@@ -202,21 +204,113 @@ def patch_heads(
         yield
 
 
-def head_projection(lm: Any, layer: int, head: int, value: Tensor) -> Tensor:
+def _head_weight(lm: Any, layer: int) -> Tensor:
+    """``W_O`` of ``layer`` split per query head: ``(d_model, n_heads, head_dim)``."""
+    geo = lm.geometry
+    return o_proj(lm, layer).weight.detach().view(geo.d_model, geo.n_heads, geo.head_dim)
+
+
+def _compute_dtype(w: Tensor) -> torch.dtype:
+    return torch.promote_types(w.dtype, torch.float32)  # bf16 weights are read in float32
+
+
+def attention_output_inverse_rms(lm: Any, layer: int, outputs: Tensor) -> Tensor | None:
+    """``1 / rms(a)`` of the attention output ``a = o_proj(outputs)`` as block ``layer``'s attention-output norm
+    computes it (``rms(a) = sqrt(mean(a^2) + eps)``), or None for an architecture without that norm.
+
+    Args:
+        outputs: ``(..., n_heads, head_dim)``, every head's output at the same tokens.
+
+    Returns:
+        ``(...)`` in float64, or None.
+    """
+    norm = attn_output_norm(lm, layer)
+    if norm is None:
+        return None
+    proj = o_proj(lm, layer)
+    a = proj(outputs.flatten(-2).to(device=proj.weight.device, dtype=proj.weight.dtype))
+    return inverse_rms(a, norm)
+
+
+def head_writes(lm: Any, layer: int, outputs: Tensor) -> Tensor:
+    """What each head of block ``layer`` writes into the residual stream, given every head's output there.
+
+    **Definition.** Let ``z_h`` be head ``h``'s output (its ``head_dim`` slice of the ``o_proj`` input),
+    ``t_h = W_O[:, slice(h)] z_h`` its term of the attention output ``a = sum_h t_h`` (+ the ``o_proj`` bias,
+    none in the supported families).
+
+    - Llama, Mistral, Qwen2: the block adds ``a`` to the stream; head ``h`` writes ``t_h``.
+    - Gemma 2/3: the block adds ``N(a) = g * a / rms(a)`` (the attention-output norm, ``g`` its gain
+      ``1 + weight``, ``rms(a) = sqrt(mean(a^2) + eps)``). Head ``h`` writes ``g * t_h / rms(a)``: its term of
+      the norm's numerator, divided by the norm's factor at the *actual* attention output of that token.
+
+    In both cases the heads' writes sum exactly to what the attention block adds to the residual stream, so
+    a sum over a subset of heads is that subset's share of it. The ``1 / rms(a)`` factor is treated as a
+    fixed scale of the token, as :mod:`ltvlib.ov` treats the pre-attention norm; this is not the Jacobian of
+    ``N`` (whose terms ``J_N t_h`` sum to zero over all heads, ``N`` being scale-invariant).
+
+    Args:
+        outputs: ``(..., n_heads, head_dim)``: every head's output at the same tokens (e.g. a capture of
+            :func:`record_heads`).
+
+    Returns:
+        ``(..., n_heads, d_model)`` in float32 (float64 for a float64 model), on the model's device.
+    """
+    geo = lm.geometry
+    if outputs.shape[-2:] != (geo.n_heads, geo.head_dim):
+        raise ValueError(
+            f"head outputs of shape {tuple(outputs.shape)}: expected (..., {geo.n_heads}, {geo.head_dim}), every "
+            "head of the layer at the same tokens"
+        )
+    w = _head_weight(lm, layer)
+    dtype = _compute_dtype(w)
+    z = outputs.to(device=w.device, dtype=dtype)
+    terms = torch.einsum("...hk,dhk->...hd", z, w.to(dtype))
+    scale = attention_output_inverse_rms(lm, layer, outputs)
+    if scale is None:
+        return terms
+    gain = norm_gain(attn_output_norm(lm, layer), lm.table).to(dtype)  # type: ignore[arg-type]
+    return terms * gain * scale.to(dtype)[..., None, None]
+
+
+def head_projection(lm: Any, layer: int, head: int, value: Tensor, *, inverse_rms: Tensor | float | None = None,
+                    ) -> Tensor:
     """What head ``head`` of ``layer`` writes into the residual stream when its output is ``value``.
 
-    ``W_O[:, h * head_dim:(h + 1) * head_dim] @ value``; the ``o_proj`` bias (none in Llama, Qwen2 or
-    Gemma 3) is left out because it does not belong to any one head.
+    ``W_O[:, h * head_dim:(h + 1) * head_dim] @ value``, and on architectures with an attention-output norm
+    (Gemma 2/3) ``g * (that) * inverse_rms``, the definition of :func:`head_writes`. There the write depends on
+    every head's output at the token (through ``rms`` of their sum), so ``inverse_rms`` (e.g. from
+    :func:`attention_output_inverse_rms`) is required; where the attention output is added as is it must be
+    None. The ``o_proj`` bias (none in the supported families) is left out: it does not belong to any one head.
 
     Args:
         value: ``(head_dim,)`` or ``(..., head_dim)``.
+        inverse_rms: a number or a tensor broadcastable to ``value.shape[:-1]``.
 
     Returns:
         ``(d_model,)`` or ``(..., d_model)``.
+
+    Raises:
+        ValueError: head out of range, a value of the wrong size, ``inverse_rms`` missing where the
+            architecture normalises the attention output or given where it does not.
     """
     geo = lm.geometry
     h = check_head(head, geo.n_heads)
     if value.shape[-1] != geo.head_dim:
         raise ValueError(f"head value has size {value.shape[-1]}, expected head_dim={geo.head_dim}")
-    w = o_proj(lm, layer).weight[:, h * geo.head_dim : (h + 1) * geo.head_dim]
-    return value.to(w.dtype) @ w.T
+    w = _head_weight(lm, layer)[:, h]
+    dtype = _compute_dtype(w)
+    out = value.to(device=w.device, dtype=dtype) @ w.to(dtype).T
+    norm = attn_output_norm(lm, layer)
+    if norm is None:
+        if inverse_rms is not None:
+            raise ValueError(f"family {lm.table.family!r} adds the attention output as is: inverse_rms must be None")
+        return out
+    if inverse_rms is None:
+        raise ValueError(
+            f"family {lm.table.family!r} normalises the attention output ({lm.table.attn_output_norm}), so what a "
+            "head writes depends on every head's output at the token: pass inverse_rms "
+            "(attention_output_inverse_rms), or use head_writes"
+        )
+    scale = torch.as_tensor(inverse_rms, device=w.device).to(dtype)
+    return out * norm_gain(norm, lm.table).to(dtype) * (scale[..., None] if scale.dim() else scale)

@@ -11,7 +11,8 @@ Where a vector goes is stated by three things:
   the queries) never shifts them;
 - the *mode*: ``"add"`` (``h <- h + v``) or ``"replace"`` (``h <- v``).
 
-A vector is ``(d_model,)`` (the same for every row) or ``(batch, d_model)``.
+A vector is ``(d_model,)`` (the same for every row) or ``(batch, d_model)``. The decoder blocks are found
+through the model's site table (:func:`ltvlib.sites.block`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from .sites import check_layer, decoder_layers
+from .sites import block, check_layer
 
 Site = Literal["block_input", "block_output"]
 Mode = Literal["add", "replace"]
@@ -110,11 +111,10 @@ def inject(
         raise ValueError(f"unknown site {site!r}; allowed: 'block_input', 'block_output'")
     if mode not in ("add", "replace"):
         raise ValueError(f"unknown mode {mode!r}; allowed: 'add', 'replace'")
-    layers = decoder_layers(lm.model)
     batch = attention_mask.shape[0]
     by_layer: dict[int, list[tuple[Tensor, Tensor]]] = {}
     for edit in edits:
-        layer = check_layer(edit.layer, len(layers))
+        layer = check_layer(edit.layer, lm.n_layers)
         vec = edit.vector
         if vec.shape[-1] != lm.d_model or vec.dim() not in (1, 2) or (vec.dim() == 2 and vec.shape[0] != batch):
             raise ValueError(
@@ -144,7 +144,7 @@ def inject(
     handles = []
     try:
         for layer in by_layer:
-            block = layers[layer]
+            module = block(lm, layer)
             if site == "block_input":
 
                 def pre_hook(module: Any, args: tuple, kwargs: dict, layer: int = layer) -> Any:
@@ -153,7 +153,7 @@ def inject(
                     kwargs["hidden_states"] = edit_hidden(layer, kwargs["hidden_states"])
                     return args, kwargs
 
-                handles.append(block.register_forward_pre_hook(pre_hook, with_kwargs=True))
+                handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
             else:
 
                 def post_hook(module: Any, args: tuple, output: Any, layer: int = layer) -> Any:
@@ -162,7 +162,7 @@ def inject(
                         return (edit_hidden(layer, output[0]), *output[1:])
                     return edit_hidden(layer, output)
 
-                handles.append(block.register_forward_hook(post_hook))
+                handles.append(module.register_forward_hook(post_hook))
         yield
     finally:
         for handle in handles:
@@ -178,28 +178,27 @@ def record_residual(lm: Any, layers: Sequence[int], *, site: Site = "block_input
 
     A later forward overwrites an earlier one's capture. Hooks are removed on exit and must have fired.
     """
-    blocks = decoder_layers(lm.model)
     captured: dict[int, Tensor] = {}
     handles = []
     try:
         for raw in layers:
-            layer = check_layer(raw, len(blocks))
+            layer = check_layer(raw, lm.n_layers)
             if site == "block_input":
 
                 def pre(module: Any, args: tuple, kwargs: dict, layer: int = layer) -> None:
                     captured[layer] = (args[0] if args else kwargs["hidden_states"]).detach()
 
-                handles.append(blocks[layer].register_forward_pre_hook(pre, with_kwargs=True))
+                handles.append(block(lm, layer).register_forward_pre_hook(pre, with_kwargs=True))
             else:
 
                 def post(module: Any, args: tuple, output: Any, layer: int = layer) -> None:
                     captured[layer] = (output[0] if isinstance(output, tuple) else output).detach()
 
-                handles.append(blocks[layer].register_forward_hook(post))
+                handles.append(block(lm, layer).register_forward_hook(post))
         yield captured
     finally:
         for handle in handles:
             handle.remove()
-    missing = [check_layer(layer, len(blocks)) for layer in layers if check_layer(layer, len(blocks)) not in captured]
+    missing = [check_layer(layer, lm.n_layers) for layer in layers if check_layer(layer, lm.n_layers) not in captured]
     if missing:
         raise HookNotFiredError(f"recording hooks at layers {missing} never fired")

@@ -37,7 +37,7 @@ from .heads import HeadPatch, check_head, head_outputs, o_proj
 from .inject import HookNotFiredError, VectorEdit, inject, resolve_positions
 from .prefix import KVPrefix, compute_prefix, forward_tokens
 from .prompts import answer_ids, encode_prompts, pad_left
-from .sites import check_layer, decoder_layers, get_module
+from .sites import attention, check_layer
 from .tasks import Example, Task, get_task
 
 AblationMode = Literal["zero", "mean"]
@@ -398,7 +398,6 @@ def attention_stats(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit
     padded columns get zero probability from the mask. For prompts of one token, first and final coincide.
     """
     geo = lm.geometry
-    blocks = decoder_layers(lm.model)
     first = torch.zeros(geo.n_layers, geo.n_heads, dtype=torch.float64)
     final = torch.zeros_like(first)
     for batch in runner.batches:
@@ -411,7 +410,7 @@ def attention_stats(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit
                         raise RuntimeError(f"attention of layer {l} returned no probabilities (not eager?)")
                     probs[l] = output[1][:, :, -1].detach()  # (batch, n_heads, key_len)
 
-                handles.append(get_module(blocks[l], lm.table.attention).register_forward_hook(hook))
+                handles.append(attention(lm, l).register_forward_hook(hook))
             with eager_attention(lm):
                 runner.forward(batch, edits)
         finally:

@@ -50,16 +50,11 @@ from .inject import HookNotFiredError, VectorEdit, record_residual
 from .prefix import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from .profiles import Profile
 from .prompts import answer_ids, encode_prompts, pad_left
-from .sites import check_layer, get_module, norm_gain
+from .sites import check_layer, final_norm, norm_gain, unembedding
 from .tasks import Example, Task, get_task
 
 # ---------------------------------------------------------------------------------------------------------
 # The final norm: record its input, add a vector to it, read a vector through it (logit lens)
-
-
-def final_norm(lm: Any) -> torch.nn.Module:
-    """The final RMSNorm module (the one before the unembedding)."""
-    return get_module(lm.model, lm.table.final_norm)
 
 
 @contextmanager
@@ -130,7 +125,7 @@ def lens_logits(lm: Any, states: Tensor) -> Tensor:
     logits when the model caps them (Gemma 2)."""
     param = next(lm.model.parameters())
     normed = final_norm(lm)(states.to(device=param.device, dtype=param.dtype))
-    logits = get_module(lm.model, lm.table.unembed)(normed).float()
+    logits = unembedding(lm)(normed).float()
     cap = getattr(lm.model.config, "final_logit_softcapping", None)
     if cap is not None:
         logits = torch.tanh(logits / cap) * cap
@@ -156,7 +151,7 @@ def label_token_ids(lm: Any, task: Task | str, examples: Sequence[Example]) -> l
 def effective_unembedding(lm: Any, token_ids: Sequence[int]) -> Tensor:
     """``(len(token_ids), d_model)`` rows ``u_t * g``: what a final-norm input is dotted with to give token
     ``t``'s logit (``g`` = the final norm's elementwise gain), up to the norm's common ``1/rms`` factor."""
-    unembed = get_module(lm.model, lm.table.unembed).weight.detach()
+    unembed = unembedding(lm).weight.detach()
     gain = norm_gain(final_norm(lm), lm.table)
     return unembed[list(token_ids)].float() * gain.float()
 

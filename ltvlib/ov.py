@@ -18,8 +18,11 @@ vector ``theta`` added to a stream ``x`` enters the values as ``gamma * theta / 
 measurements (:func:`measure_norm_scales`): the mean over queries of ``1 / rms`` of the stream entering each
 block's attention norm at the last position, with the vector injected, so that each term has the size it
 has in the real forward pass; with ``scales=None`` it uses the bare weights, as the paper's formula reads.
-Gemma 3 also normalises the attention output (``post_attention_layernorm``) before adding it to the stream;
-its gain is folded in and, with scales, the measured ``1 / rms`` of the attention output too.
+Gemma 3 also normalises the attention output (the site table's ``attn_output_norm``) before adding it to the
+stream; its gain is folded in and, with scales, the measured ``1 / rms`` of the attention output too. A head's
+term is then ``g * OV_{l,h} theta / rms(attention output)``, the same definition of a head's write as
+:func:`ltvlib.heads.head_writes` (each head's term of the norm's numerator, divided by the norm's factor at
+the actual attention output), so the terms of all heads sum to what the attention block adds.
 
 **Reconstructions of a vector theta injected at layer l** (all ``(d_model,)``, each meant to be injected
 *in place of* theta: same site, the residual stream entering block ``l``; same position, the last prompt
@@ -45,58 +48,46 @@ import torch
 from torch import Tensor
 
 from .cache import cached_json, dependency_hash
-from .heads import check_head, o_proj
+from .heads import check_head
 from .inject import HookNotFiredError, VectorEdit
 from .key_heads import LastTokenRunner, attention_stats, head_accuracy, last_token_runner, vector_key
-from .sites import check_layer, decoder_layers, get_module, norm_gain
+from .sites import (
+    attn_input_norm,
+    attn_output_norm,
+    check_layer,
+    inverse_rms,
+    mlp,
+    mlp_input_norm,
+    mlp_output_norm,
+    norm_gain,
+    o_proj,
+    v_proj,
+)
 from .tasks import Example
 
 
 @dataclass(frozen=True)
 class SublayerNorms:
-    """Module names (relative to a decoder block) of the norms around the sublayers, per architecture family.
+    """The sublayer-norm module names of ``lm``'s architecture, read from its site table
+    (:class:`ltvlib.sites.ArchTable`); kept for code written against the former names."""
 
-    ``ltvlib.sites.ArchTable`` names only the pre-attention norm; the others differ between families
-    (Llama's ``post_attention_layernorm`` is the *pre-MLP* norm, Gemma's normalises the attention output).
-    """
-
-    mlp: str = "mlp"
-    mlp_in: str = "post_attention_layernorm"
-    attn_out: str | None = None
-    mlp_out: str | None = None
-
-
-SUBLAYER_NORMS: dict[str, SublayerNorms] = {
-    "llama": SublayerNorms(),
-    "mistral": SublayerNorms(),
-    "qwen2": SublayerNorms(),
-    "gemma3": SublayerNorms(mlp_in="pre_feedforward_layernorm", attn_out="post_attention_layernorm",
-                            mlp_out="post_feedforward_layernorm"),
-}
+    mlp: str
+    mlp_in: str
+    attn_out: str | None
+    mlp_out: str | None
 
 
 def sublayer_norms(lm: Any) -> SublayerNorms:
-    """The norm layout of ``lm``'s family; raises ``ValueError`` listing the supported families."""
-    family = lm.table.family
-    if family not in SUBLAYER_NORMS:
-        raise ValueError(f"no sublayer-norm table for family {family!r}; supported: {', '.join(SUBLAYER_NORMS)}")
-    return SUBLAYER_NORMS[family]
-
-
-def _block(lm: Any, layer: int) -> torch.nn.Module:
-    blocks = decoder_layers(lm.model)
-    return blocks[check_layer(layer, len(blocks))]
-
-
-def _gain(lm: Any, layer: int, name: str) -> Tensor:
-    return norm_gain(get_module(_block(lm, layer), name), lm.table)
+    """The names of the norms around the sublayers of ``lm`` (a view of ``lm.table``: ``attn_out`` is
+    ``attn_output_norm``, ``mlp_in`` ``mlp_input_norm``, ``mlp_out`` ``mlp_output_norm``)."""
+    t = lm.table
+    return SublayerNorms(mlp=t.mlp, mlp_in=t.mlp_input_norm, attn_out=t.attn_output_norm, mlp_out=t.mlp_output_norm)
 
 
 def _value_weight(lm: Any, layer: int) -> Tensor:
     """``W_V`` of ``layer`` with the pre-attention gain folded in: ``(n_kv_heads * head_dim, d_model)``."""
-    block = _block(lm, layer)
-    w_v = get_module(block, lm.table.v_proj).weight.detach()
-    return w_v * _gain(lm, layer, lm.table.input_norm).to(w_v.dtype)[None, :]
+    w_v = v_proj(lm, layer).weight.detach()
+    return w_v * norm_gain(attn_input_norm(lm, layer), lm.table).to(w_v.dtype)[None, :]
 
 
 def ov_matrix(lm: Any, layer: int, head: int) -> Tensor:
@@ -141,8 +132,8 @@ class NormScales:
 
     Attributes:
         attn_in: ``(n_layers,)`` for the stream entering each block's pre-attention norm.
-        attn_out: ``(n_layers,)`` for the attention output entering Gemma's post-attention norm; None for
-            families without one.
+        attn_out: ``(n_layers,)`` for the attention output entering the attention-output norm (Gemma's
+            ``post_attention_layernorm``); None for architectures without one.
         n: number of queries.
     """
 
@@ -151,32 +142,27 @@ class NormScales:
     n: int
 
 
-def _inverse_rms(x: Tensor, module: torch.nn.Module) -> Tensor:
-    eps = getattr(module, "variance_epsilon", None) or getattr(module, "eps", 1e-6)
-    return torch.rsqrt(x.double().pow(2).mean(-1) + eps)
-
-
 @torch.no_grad()
 def measure_norm_scales(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> NormScales:
-    """Mean ``1 / rms`` of the inputs of every block's attention norm (and Gemma's post-attention norm) at the
-    last prompt position, with ``edits`` injected; hooks are removed and checked."""
+    """Mean ``1 / rms`` of the inputs of every block's attention norm (and Gemma's attention-output norm) at
+    the last prompt position, with ``edits`` injected; hooks are removed and checked."""
     n_layers = lm.n_layers
-    names = sublayer_norms(lm)
+    has_out = lm.table.attn_output_norm is not None
     sums: dict[tuple[str, int], float] = {}
     handles = []
 
     def make(kind: str, layer: int, module: torch.nn.Module) -> Any:
         def pre_hook(mod: Any, args: tuple, kwargs: dict) -> None:
             x = args[0] if args else kwargs["hidden_states"]
-            sums[kind, layer] = sums.get((kind, layer), 0.0) + float(_inverse_rms(x[:, -1], module).sum())
+            sums[kind, layer] = sums.get((kind, layer), 0.0) + float(inverse_rms(x[:, -1], module).sum())
 
         return pre_hook
 
-    kinds = [("attn_in", lm.table.input_norm)] + ([("attn_out", names.attn_out)] if names.attn_out else [])
+    kinds = [("attn_in", attn_input_norm)] + ([("attn_out", attn_output_norm)] if has_out else [])
     try:
         for layer in range(n_layers):
-            for kind, name in kinds:
-                module = get_module(_block(lm, layer), name)
+            for kind, find in kinds:
+                module = find(lm, layer)
                 handles.append(module.register_forward_pre_hook(make(kind, layer, module), with_kwargs=True))
         for batch in runner.batches:
             runner.forward(batch, edits)
@@ -191,7 +177,7 @@ def measure_norm_scales(lm: Any, runner: LastTokenRunner, edits: Sequence[Vector
     def collect(kind: str) -> Tensor:
         return torch.tensor([sums[kind, l] / n for l in range(n_layers)], dtype=torch.float32)
 
-    return NormScales(attn_in=collect("attn_in"), attn_out=collect("attn_out") if names.attn_out else None, n=n)
+    return NormScales(attn_in=collect("attn_in"), attn_out=collect("attn_out") if has_out else None, n=n)
 
 
 def ov_reconstruction(
@@ -215,7 +201,6 @@ def ov_reconstruction(
         raise ValueError(f"vector of shape {tuple(vector.shape)}: expected ({geo.d_model},)")
     if head_weights is not None and tuple(head_weights.shape) != (geo.n_layers, geo.n_heads):
         raise ValueError(f"head_weights of shape {tuple(head_weights.shape)}: expected ({geo.n_layers}, {geo.n_heads})")
-    names = sublayer_norms(lm)
     total = torch.zeros(geo.d_model, dtype=torch.float64, device=vector.device)
     for l in range(start, geo.n_layers):
         per_head = ov_outputs(lm, l, vector).double()  # (n_heads, d)
@@ -223,8 +208,9 @@ def ov_reconstruction(
         out = (w[:, None] * per_head).sum(0)
         if scales is not None:
             out = out * float(scales.attn_in[l])
-        if names.attn_out is not None:
-            out = out * _gain(lm, l, names.attn_out).double()
+        out_norm = attn_output_norm(lm, l)
+        if out_norm is not None:
+            out = out * norm_gain(out_norm, lm.table).double()
             if scales is not None:
                 assert scales.attn_out is not None
                 out = out * float(scales.attn_out[l])
@@ -245,7 +231,6 @@ def mlp_response(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int,
     """
     geo = lm.geometry
     start = check_layer(layer, geo.n_layers)
-    names = sublayer_norms(lm)
     states: dict[int, list[Tensor]] = {l: [] for l in range(start, geo.n_layers)}
     handles = []
     try:
@@ -254,7 +239,7 @@ def mlp_response(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int,
                 x = args[0] if args else kwargs["hidden_states"]
                 store.append(x[:, -1].detach())
 
-            norm = get_module(_block(lm, l), names.mlp_in)
+            norm = mlp_input_norm(lm, l)
             handles.append(norm.register_forward_pre_hook(pre_hook, with_kwargs=True))
         with torch.no_grad():
             for batch in runner.batches:
@@ -266,13 +251,10 @@ def mlp_response(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int,
         raise HookNotFiredError(f"MLP-input hooks never fired at layers {[l for l, s in states.items() if not s]}")
     total = torch.zeros(geo.d_model, dtype=torch.float64, device=vector.device)
     for l, chunks in states.items():
-        block = _block(lm, l)
-        norm_in = get_module(block, names.mlp_in)
-        mlp = get_module(block, names.mlp)
-        norm_out = get_module(block, names.mlp_out) if names.mlp_out else None
+        norm_in, mlp_l, norm_out = mlp_input_norm(lm, l), mlp(lm, l), mlp_output_norm(lm, l)
 
-        def branch(x: Tensor, norm_in: Any = norm_in, mlp: Any = mlp, norm_out: Any = norm_out) -> Tensor:
-            y = mlp(norm_in(x))
+        def branch(x: Tensor, norm_in: Any = norm_in, mlp_l: Any = mlp_l, norm_out: Any = norm_out) -> Tensor:
+            y = mlp_l(norm_in(x))
             return norm_out(y) if norm_out is not None else y
 
         x = torch.cat(chunks)

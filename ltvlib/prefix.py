@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from .prompts import positions_from_mask
+from .sites import block, final_norm, text_model, unembedding
 
 
 @dataclass
@@ -155,7 +156,7 @@ def forward_from_layer(
     """
     from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
-    base = lm.model.model
+    base = text_model(lm)
     config = base.config
     start_pos = prefix.next_position if prefix is not None else 0
     position_ids = positions_from_mask(attention_mask, start_pos)
@@ -185,13 +186,13 @@ def forward_from_layer(
             return rope
 
     for i in range(start, config.num_hidden_layers):
-        hidden = base.layers[i](
+        hidden = block(lm, i)(
             hidden, attention_mask=mask_for(i), position_embeddings=rope_for(i), position_ids=position_ids,
             cache=cache, use_cache=cache is not None,
         )
-    hidden = base.norm(hidden[:, -logits_to_keep:])
-    logits = lm.model.lm_head(hidden)
-    cap = getattr(lm.model.config, "final_logit_softcapping", None)
+    hidden = final_norm(lm)(hidden[:, -logits_to_keep:])
+    logits = unembedding(lm)(hidden)
+    cap = getattr(config, "final_logit_softcapping", None)
     if cap is not None:
         logits = torch.tanh(logits / cap) * cap
     return logits

@@ -20,7 +20,16 @@ from ltvlib.ov import (
 )
 from ltvlib.prefix import forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
-from ltvlib.sites import decoder_layers, get_module, norm_gain
+from ltvlib.sites import (
+    attn_input_norm,
+    attn_output_norm,
+    decoder_layers,
+    get_module,
+    mlp,
+    mlp_input_norm,
+    mlp_output_norm,
+    norm_gain,
+)
 from ltvlib.tasks import get_task, load_splits
 
 
@@ -29,7 +38,7 @@ def _examples(n=4):
 
 
 def _rms(x, module):
-    eps = getattr(module, "variance_epsilon", None) or module.eps
+    eps = getattr(module, "variance_epsilon", None) or module.eps  # Llama-style, Gemma-style
     return torch.sqrt(x.pow(2).mean(-1) + eps)
 
 
@@ -42,7 +51,7 @@ def test_ov_matrix_is_the_attention_of_one_head_on_one_token(tiny, layer):
     x = 3 * torch.randn(g.d_model)
     ids = torch.tensor([[7]])
     mask = torch.ones_like(ids)
-    norm = get_module(decoder_layers(tiny.model)[layer], tiny.table.input_norm)
+    norm = attn_input_norm(tiny, layer)
     for head in range(g.n_heads):
         others = [HeadPatch(layer, h, -1, torch.zeros(g.head_dim)) for h in range(g.n_heads) if h != head]
         seen: dict = {}
@@ -68,10 +77,10 @@ def test_ov_matrix_by_hand_with_grouped_query_attention(llama):
     assert g.n_kv_heads < g.n_heads
     layer = 1
     block = decoder_layers(llama.model)[layer]
-    norm = get_module(block, llama.table.input_norm)
+    norm = get_module(block, "input_layernorm")
     x = torch.randn(g.d_model)
     gained = norm(x) * _rms(x, norm)  # gain * x, whatever the family's gain convention
-    v = get_module(block, llama.table.v_proj)(gained).view(g.n_kv_heads, g.head_dim)
+    v = block.self_attn.v_proj(gained).view(g.n_kv_heads, g.head_dim)
     for head in range(g.n_heads):
         heads_in = torch.zeros(g.n_heads, g.head_dim)
         heads_in[head] = v[head // (g.n_heads // g.n_kv_heads)]
@@ -94,16 +103,16 @@ def test_reconstruction_is_the_weighted_sum_over_later_layers(tiny):
     theta = torch.randn(g.d_model)
     weights = torch.rand(g.n_layers, g.n_heads)
     scales = NormScales(attn_in=torch.rand(g.n_layers) + 0.5, attn_out=torch.rand(g.n_layers) + 0.5, n=1)
-    post = sublayer_norms(tiny).attn_out
     for layer in range(g.n_layers):
         raw = torch.zeros(g.d_model)
         full = torch.zeros(g.d_model)
         for l in range(layer, g.n_layers):
-            gain = norm_gain(get_module(decoder_layers(tiny.model)[l], post), tiny.table) if post else 1.0
+            post = attn_output_norm(tiny, l)
+            gain = norm_gain(post, tiny.table) if post is not None else 1.0
             unweighted = sum(ov_matrix(tiny, l, h) @ theta for h in range(g.n_heads))
             raw += gain * unweighted
             weighted = sum(weights[l, h] * (ov_matrix(tiny, l, h) @ theta) for h in range(g.n_heads))
-            full += gain * weighted * scales.attn_in[l] * (scales.attn_out[l] if post else 1.0)
+            full += gain * weighted * scales.attn_in[l] * (scales.attn_out[l] if post is not None else 1.0)
         torch.testing.assert_close(ov_reconstruction(tiny, theta, layer), raw, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(ov_reconstruction(tiny, theta, layer, scales=scales, head_weights=weights), full,
                                    rtol=1e-4, atol=1e-5)
@@ -129,10 +138,13 @@ def test_norm_scales_are_mean_inverse_rms_at_the_last_position(tiny):
     with inject(tiny, edits, attention_mask=mask), record_residual(tiny, layers) as rec:
         forward_tokens(tiny, ids, mask)
     for l in layers:
-        norm = get_module(decoder_layers(tiny.model)[l], tiny.table.input_norm)
+        norm = attn_input_norm(tiny, l)
         expected = (1 / _rms(rec[l][:, -1], norm)).mean()
         torch.testing.assert_close(scales.attn_in[l], expected, rtol=1e-4, atol=1e-6)
-    assert (scales.attn_out is not None) == (sublayer_norms(tiny).attn_out is not None)
+    assert (scales.attn_out is not None) == (tiny.table.attn_output_norm is not None)
+    # kept for ltvlib.across_models: a view of the site table
+    assert sublayer_norms(tiny).attn_out == tiny.table.attn_output_norm
+    assert sublayer_norms(tiny).mlp_in == tiny.table.mlp_input_norm
 
 
 def test_mlp_response_matches_finite_differences(tiny):
@@ -143,12 +155,10 @@ def test_mlp_response_matches_finite_differences(tiny):
     edits = [VectorEdit(1, -1, theta)]
     runner = LastTokenRunner(tiny, "antonym", examples)
     got = mlp_response(tiny, runner, theta, 1, edits)
-    names = sublayer_norms(tiny)
-    blocks = decoder_layers(tiny.model)
     ids, mask = _full_batch(tiny, examples)
     states = {}
     handles = [
-        get_module(blocks[l], names.mlp_in).register_forward_pre_hook(
+        mlp_input_norm(tiny, l).register_forward_pre_hook(
             lambda m, a, l=l: states.__setitem__(l, a[0][:, -1].detach().double()))
         for l in range(1, g.n_layers)
     ]
@@ -160,14 +170,66 @@ def test_mlp_response_matches_finite_differences(tiny):
             h.remove()
     expected = torch.zeros(g.d_model, dtype=torch.float64)
     eps = 1e-3
+    blocks = decoder_layers(tiny.model)
     for l, x in states.items():
-        block = blocks[l].double()
-        def branch(z, block=block):
-            y = get_module(block, names.mlp)(get_module(block, names.mlp_in)(z))
-            return get_module(block, names.mlp_out)(y) if names.mlp_out else y
+        blocks[l].double()
+        def branch(z, l=l):
+            y = mlp(tiny, l)(mlp_input_norm(tiny, l)(z))
+            out_norm = mlp_output_norm(tiny, l)
+            return out_norm(y) if out_norm is not None else y
         expected += ((branch(x + eps * theta.double()) - branch(x - eps * theta.double())) / (2 * eps)).mean(0)
-        block.float()
+        blocks[l].float()
     torch.testing.assert_close(got.double(), expected, rtol=2e-3, atol=2e-4)
     # the response does not include blocks before the injection layer
     later = mlp_response(tiny, runner, theta, 2, edits)
     assert not torch.allclose(later, got)
+
+
+@pytest.mark.parametrize("layer", [0, 2])
+def test_ov_term_with_measured_scales_is_what_one_head_writes_into_the_stream(tiny, layer):
+    """A one-token sequence attends only to itself. With the other heads zeroed, the attention block's
+    contribution to the residual stream (through Gemma's attention-output norm, with a non-trivial gain) is
+    exactly head h's term of the OV reconstruction at the scales of that forward: 1/rms of the block input and
+    of the attention output."""
+    g = tiny.geometry
+    x = 3 * torch.randn(g.d_model, generator=torch.Generator().manual_seed(4))
+    ids = torch.tensor([[7]])
+    mask = torch.ones_like(ids)
+    post = attn_output_norm(tiny, layer)
+    saved = post.weight.clone() if post is not None else None
+    if post is not None:
+        with torch.no_grad():
+            post.weight.copy_(torch.randn(g.d_model, generator=torch.Generator().manual_seed(5)))
+    try:
+        for head in range(g.n_heads):
+            others = [HeadPatch(layer, h, -1, torch.zeros(g.head_dim)) for h in range(g.n_heads) if h != head]
+            seen: dict = {}
+            block = decoder_layers(tiny.model)[layer]
+            mlp_in = "post_attention_layernorm" if post is None else "pre_feedforward_layernorm"  # the stream after
+            handles = [
+                get_module(block, mlp_in).register_forward_pre_hook(lambda m, a, seen=seen: seen.__setitem__("y", a[0])),
+                o_proj(tiny, layer).register_forward_hook(lambda m, a, out, seen=seen: seen.__setitem__("a", out)),
+            ]
+            try:
+                with torch.no_grad(), inject(tiny, [VectorEdit(layer, -1, x)], attention_mask=mask, mode="replace"), \
+                        patch_heads(tiny, others, attention_mask=mask):
+                    forward_tokens(tiny, ids, mask)
+            finally:
+                for handle in handles:
+                    handle.remove()
+            written = (seen["y"][0, -1] - x).double()  # the block input was replaced by x
+            attn_in = torch.zeros(g.n_layers)
+            attn_in[layer] = 1 / _rms(x, attn_input_norm(tiny, layer))
+            attn_out = None
+            if post is not None:
+                attn_out = torch.zeros(g.n_layers)
+                attn_out[layer] = 1 / _rms(seen["a"][0, -1], post)
+            weights = torch.zeros(g.n_layers, g.n_heads)
+            weights[layer, head] = 1.0
+            scales = NormScales(attn_in=attn_in, attn_out=attn_out, n=1)
+            got = ov_reconstruction(tiny, x, layer, scales=scales, head_weights=weights).double()
+            torch.testing.assert_close(got, written, rtol=1e-4, atol=1e-5 * float(x.abs().max()))
+    finally:
+        if post is not None:
+            with torch.no_grad():
+                post.weight.copy_(saved)
