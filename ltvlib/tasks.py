@@ -784,15 +784,14 @@ def load_splits(
         UnknownTaskError: Unknown task name.
         DataFileError: A data file is empty or malformed (message names file and line).
         FileNotFoundError: A data file is missing.
-        ValueError: A negative size; ``balance=True`` for a generation task or a task split by
-            row; a label without any example in the balanced pools' source.
+        ValueError: A negative size; ``balance=True`` for a generation task; a label without any
+            example in the balanced pools' source.
     """
     t = get_task(task)
     if min(n_train, n_val) < 0 or (n_test is not None and n_test < 0):
         raise ValueError(f"sizes must be >= 0, got n_train={n_train}, n_val={n_val}, n_test={n_test}")
-    if balance and (t.labels is None or t.split_by_row):
-        why = "a generation task has no labels" if t.labels is None else "its examples are split by row"
-        raise ValueError(f"task {t.name!r} cannot balance its pools across labels: {why}")
+    if balance and t.labels is None:
+        raise ValueError(f"task {t.name!r} cannot balance its pools across labels: a generation task has no labels")
     balanced = t.labels is not None if balance is None else balance
     root = data_root(data_dir)
     rng = random.Random(seed)
@@ -853,5 +852,5 @@ def _check_every_label(task: Task, examples: list[Example], where: str) -> None:
     if missing:
         raise ValueError(
             f"task {task.name!r}: label(s) {missing} have no example in the {where}, so label-balanced "
-            "pools would be empty; add examples of them or pass balance=False"
+            "pools would be empty; add examples of them or pass balance=False (--no-balance on the command line)"
         )

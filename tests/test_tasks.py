@@ -234,7 +234,7 @@ def test_label_first_tokens_distinct(name: str) -> None:
     tok = _smollm2_tokenizer()
     task = TASKS[name]
     assert task.labels is not None
-    ex = load_splits(name, n_train=1, n_val=0, n_test=0).train[0]
+    ex = load_splits(name, n_train=1, n_val=0, n_test=0, balance=False).train[0]
     q = task.format_query(ex.input)
     q_ids = tok(q, add_special_tokens=False).input_ids
     firsts = []
@@ -243,6 +243,8 @@ def test_label_first_tokens_distinct(name: str) -> None:
         assert ids[: len(q_ids)] == q_ids
         firsts.append(ids[len(q_ids)])
     assert len(set(firsts)) == len(firsts)
+    # the library's check agrees (it tokenises the answers alone, as evaluation does)
+    assert len(set(check_label_tokens(task, tok).values())) == len(task.labels)
 
 
 # ---------------------------------------------------------------------------------------
