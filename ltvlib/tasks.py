@@ -7,7 +7,14 @@ word, so each task's ``labels`` must start with distinct tokens after ``format_q
 
 All data are read from the project's own ``data/`` folder (see ``data/README.md``); the
 folder can be moved with the ``LTV_DATA_DIR`` environment variable or the ``data_dir``
-argument of :func:`load_splits`.
+argument of :func:`load_splits`. A task of one's own is read from any file with
+:meth:`Task.from_jsonl` (one ``{"input": ..., "output": ...}`` object per line) or
+:meth:`Task.from_json` (a Function-Vector-style JSON list of such objects); its ``files``
+entry is the file's absolute path, which is used as is instead of being looked up in the
+data folder.
+
+For classification tasks :func:`load_splits` balances the training and validation pools
+across labels by default (``balance=None``); the test split never depends on it.
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ __all__ = [
     "TASKS",
     "DataFileError",
     "Example",
+    "MissingDataFileError",
     "RowSpec",
     "Task",
     "TaskSplits",
     "UnknownTaskError",
+    "check_label_tokens",
     "data_root",
     "get_task",
     "label_words",
@@ -47,12 +56,21 @@ DATA_DIR_ENV = "LTV_DATA_DIR"
 _CUT_TRAIN = 600
 _CUT_VAL = 400
 
+#: The paper's prompt format: ``Q: {x}\nA: {y}``, demonstrations separated by a blank line.
+DEFAULT_QUERY = "Q: {x}\nA:"
+DEFAULT_ANSWER = " {y}"
+DEFAULT_SEPARATOR = "\n\n"
+
 
 class DataFileError(ValueError):
     """A data file is empty or has a malformed line / item.
 
     The message names the file, the 1-based line number and what was expected.
     """
+
+
+class MissingDataFileError(DataFileError, FileNotFoundError):
+    """A data file does not exist (both a :class:`DataFileError` and a ``FileNotFoundError``)."""
 
 
 class UnknownTaskError(KeyError, ValueError):
@@ -131,7 +149,8 @@ class Task:
         separator: Text between demonstrations in an ICL prompt.
         labels: The verbalised label set of a classification task, else ``None``.
         files: Data files relative to the data folder (the pool first, then
-            ``eval_file`` if there is one).
+            ``eval_file`` if there is one). An absolute path is used as is, outside the
+            data folder; :meth:`from_jsonl` and :meth:`from_json` store one.
         eval_split_note: Which source file the test split comes from.
         description: One-line human description.
         eval_file: The entry of ``files`` that is a separate evaluation set (the test
@@ -145,9 +164,9 @@ class Task:
 
     name: str
     kind: TaskKind
-    query_template: str = "Q: {x}\nA:"
-    answer_template: str = " {y}"
-    separator: str = "\n\n"
+    query_template: str = DEFAULT_QUERY
+    answer_template: str = DEFAULT_ANSWER
+    separator: str = DEFAULT_SEPARATOR
     labels: tuple[str, ...] | None = None
     files: tuple[str, ...] = ()
     eval_split_note: str = ""
@@ -168,6 +187,72 @@ class Task:
             raise ValueError(f"Task {self.name!r}: eval_file {self.eval_file!r} is not one of files {self.files}")
         if not self.files or not self.row_specs:
             raise ValueError(f"Task {self.name!r}: needs at least one data file and one row spec")
+
+    @classmethod
+    def from_jsonl(
+        cls,
+        path: str | Path,
+        *,
+        kind: TaskKind = "generation",
+        name: str | None = None,
+        query_template: str = DEFAULT_QUERY,
+        answer_template: str = DEFAULT_ANSWER,
+        separator: str = DEFAULT_SEPARATOR,
+        description: str | None = None,
+    ) -> Task:
+        """A task read from a JSONL file: one ``{"input": ..., "output": ...}`` object per line.
+
+        The file is validated now (and read again, through ``datasets``, by :func:`load_splits`). Other
+        fields on a line are ignored; blank lines are skipped. Outputs are written without a leading space
+        (the answer template adds it). The task is cut like the registry's single-file tasks (see
+        :func:`load_splits`): shuffled, then 600 / 400 / rest from 1,400 rows on, else 50 / 25 / 25 %.
+
+        Args:
+            path: The file; any suffix except ``.json`` (use :meth:`from_json` for a JSON list). Stored
+                in ``files`` as an absolute path.
+            kind: ``"generation"`` (scored on the first token of the output) or ``"classification"``
+                (labels = the sorted distinct outputs, at least two; scored on their first tokens, which
+                must differ for a model's tokenizer: see :func:`check_label_tokens`).
+            name: Task name; default the file's stem. Must not be a registered task's name.
+            query_template, answer_template, separator: The prompt format (default the paper's
+                ``"Q: {x}\\nA:"``, ``" {y}"``, ``"\\n\\n"``).
+            description: One line; default names the file.
+
+        Raises:
+            MissingDataFileError: The file does not exist.
+            DataFileError: The file is empty, not UTF-8, has a malformed line, a row without non-empty
+                ``input`` / ``output`` strings, an output with surrounding whitespace, or (classification)
+                fewer than two distinct outputs; the message names the file, the 1-based line and what
+                was expected.
+            ValueError: An unknown ``kind``, a registered task's ``name``, or templates without
+                ``{x}`` / ``{y}``.
+        """
+        return _task_from_file(
+            Path(path), "jsonl", kind=kind, name=name, query_template=query_template,
+            answer_template=answer_template, separator=separator, description=description,
+        )
+
+    @classmethod
+    def from_json(
+        cls,
+        path: str | Path,
+        *,
+        kind: TaskKind = "generation",
+        name: str | None = None,
+        query_template: str = DEFAULT_QUERY,
+        answer_template: str = DEFAULT_ANSWER,
+        separator: str = DEFAULT_SEPARATOR,
+        description: str | None = None,
+    ) -> Task:
+        """A task read from a Function-Vector-style JSON list ``[{"input": ..., "output": ...}, ...]``.
+
+        As :meth:`from_jsonl` (same arguments and errors), for a file whose name ends in ``.json``; an
+        error names the line where the offending list item starts.
+        """
+        return _task_from_file(
+            Path(path), "json", kind=kind, name=name, query_template=query_template,
+            answer_template=answer_template, separator=separator, description=description,
+        )
 
     def format_query(self, x: str) -> str:
         """Returns the query text for input ``x`` (no answer)."""
@@ -443,17 +528,25 @@ def _read_json_list(path: Path, text: str, required: tuple[str, ...]) -> list[tu
     return rows
 
 
+def _validated_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, Any]]]:
+    """The rows of a ``.json`` list or a JSONL file (any other suffix), with their 1-based line numbers."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFileError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); expected JSON rows") from None
+    if not text.strip():
+        raise DataFileError(f"{path}:1: file is empty; expected JSON rows with fields {list(required)}")
+    reader = _read_json_list if path.suffix == ".json" else _read_jsonl
+    return reader(path, text, required)
+
+
 @lru_cache(maxsize=64)
 def _read_rows_cached(
     path: Path, mtime_ns: int, size: int, required: tuple[str, ...]
 ) -> tuple[tuple[int, dict[str, Any]], ...]:
     # mtime/size in the key: a file rewritten in place (tests, edits) is read again.
     del mtime_ns, size
-    text = path.read_text(encoding="utf-8")
-    if not text.strip():
-        raise DataFileError(f"{path}:1: file is empty; expected JSON rows with fields {list(required)}")
-    reader = _read_json_list if path.suffix == ".json" else _read_jsonl
-    checked = reader(path, text, required)
+    checked = _validated_rows(path, required)
     rows = _load_with_datasets(path)
     if len(rows) != len(checked):
         raise DataFileError(f"{path}: datasets read {len(rows)} rows where the file has {len(checked)}")
@@ -476,12 +569,99 @@ def _load_with_datasets(path: Path) -> list[dict[str, Any]]:
     return ds.to_list()
 
 
+def _task_from_file(
+    path: Path,
+    fmt: Literal["jsonl", "json"],
+    *,
+    kind: TaskKind,
+    name: str | None,
+    query_template: str,
+    answer_template: str,
+    separator: str,
+    description: str | None,
+) -> Task:
+    """:meth:`Task.from_jsonl` / :meth:`Task.from_json`: validates the file and builds the task."""
+    path = path.expanduser().absolute()
+    if kind not in ("generation", "classification"):
+        raise ValueError(f"kind must be 'generation' or 'classification', got {kind!r}")
+    if (fmt == "json") != (path.suffix == ".json"):
+        # load_splits picks the reader by suffix, so the suffix must say which format the file is in
+        want = "a JSON list in a file ending in .json" if fmt == "json" else "JSONL in a file not ending in .json"
+        other = "Task.from_jsonl" if fmt == "json" else "Task.from_json"
+        raise DataFileError(f"{path}: Task.from_{fmt} reads {want}; use {other} for this file or rename it")
+    if not path.is_file():
+        raise MissingDataFileError(
+            f"{path}: file not found; expected {'a JSON list' if fmt == 'json' else 'one JSON object per line'} "
+            "with string fields 'input' and 'output'"
+        )
+    name = path.stem if name is None else name
+    if name in TASKS:
+        raise ValueError(f"task name {name!r} is a registered task's; give the task from {path} another name")
+    rows = _validated_rows(path, ("input", "output"))
+    for line, row in rows:
+        out = row["output"]
+        if out != out.strip():
+            raise DataFileError(
+                f"{path}:{line}: output {out!r} has leading or trailing whitespace; expected the bare answer "
+                f"(the answer template {answer_template!r} adds any space)"
+            )
+    labels: tuple[str, ...] | None = None
+    if kind == "classification":
+        labels = tuple(sorted({row["output"] for _, row in rows}))
+        if len(labels) < 2:
+            raise DataFileError(
+                f"{path}:{rows[0][0]}: a classification task needs at least two distinct outputs (its labels), "
+                f"found only {list(labels)}"
+            )
+    return Task(
+        name=name,
+        kind=kind,
+        query_template=query_template,
+        answer_template=answer_template,
+        separator=separator,
+        labels=labels,
+        files=(str(path),),
+        eval_split_note=_FV_NOTE.format(file=path),
+        description=description if description is not None else f"{kind} task from {path}",
+    )
+
+
+def check_label_tokens(task: str | Task, tokenizer: Any) -> dict[str, int]:
+    """The first answer token of each label of a classification task, checked to be distinct.
+
+    Classification is scored on the first token of each label's answer text (``task.format_answer``,
+    tokenised as :func:`ltvlib.prompts.answer_ids` does), so two labels that start with the same token
+    could not be told apart.
+
+    Returns:
+        ``{label: first token id}``.
+
+    Raises:
+        ValueError: A generation task, a label that tokenises to nothing, or two labels with the same
+            first token (the message names both and the token).
+    """
+    from .prompts import answer_ids  # prompts imports this module
+
+    t = get_task(task)
+    labels = label_words(t)
+    firsts = [ids[0] for ids in answer_ids(tokenizer, t, labels)]
+    owner: dict[int, str] = {}
+    for label, first in zip(labels, firsts):
+        if first in owner:
+            raise ValueError(
+                f"task {t.name!r}: labels {owner[first]!r} and {label!r} both start with the token "
+                f"{tokenizer.decode([first])!r}; classification is scored on the first token, so each label "
+                "must start with its own token (rename a label)"
+            )
+        owner[first] = label
+    return dict(zip(labels, firsts))
+
+
 def _read_examples(path: Path, task: Task) -> list[list[Example]]:
     """Reads one file; returns, per row, the examples it yields (one per row spec)."""
     if not path.is_file():
-        raise FileNotFoundError(
-            f"data file {path} for task {task.name!r} not found (data folder: {path.parent.parent})"
-        )
+        where = "" if any(Path(f).is_absolute() for f in task.files) else f" (data folder: {path.parent.parent})"
+        raise MissingDataFileError(f"data file {path} for task {task.name!r} not found{where}")
     required = tuple(dict.fromkeys(f for spec in task.row_specs for f in spec.required_fields))
     st = path.stat()
     out: list[list[Example]] = []
@@ -512,6 +692,37 @@ def _flatten(groups: list[list[Example]]) -> list[Example]:
     return [ex for exs in groups for ex in exs]
 
 
+def _by_label(examples: list[Example], labels: tuple[str, ...]) -> dict[str, list[int]]:
+    """Indices into ``examples`` of each label's examples, in order."""
+    return {label: [i for i, e in enumerate(examples) if e.output == label] for label in labels}
+
+
+def _in_turns(examples: list[Example], by_label: dict[str, list[int]], start: int, count: int) -> list[Example]:
+    """Items ``start .. start + count - 1`` of every label, in turns: each turn holds one example of every label,
+    in their order in ``examples`` (not the labels' order, so relabelling the examples, as the non-myopic
+    direction of the myopic tasks does, keeps the order)."""
+    turns = zip(*(idx[start : start + count] for idx in by_label.values()))
+    return [examples[i] for turn in turns for i in sorted(turn)]
+
+
+def _balanced_pool(
+    pool: list[Example], labels: tuple[str, ...], k_train: int, k_val: int
+) -> tuple[list[Example], list[Example]]:
+    """Label-balanced train and validation pools drawn from one shuffled ``pool`` (eval-file layout).
+
+    Training takes the first ``k_train // L`` items of each label (``L`` labels), validation the next
+    ``k_val // L``; when the rarest label has fewer items than both need, its items are divided in the
+    ratio ``k_train : k_val``.
+    """
+    by_label = _by_label(pool, labels)
+    fewest = min(len(v) for v in by_label.values())
+    per_train, per_val = k_train // len(labels), k_val // len(labels)
+    if per_train + per_val > fewest:
+        per_train = round(fewest * per_train / (per_train + per_val))
+        per_val = fewest - per_train
+    return _in_turns(pool, by_label, 0, per_train), _in_turns(pool, by_label, per_train, per_val)
+
+
 def load_splits(
     task: str | Task,
     *,
@@ -520,6 +731,7 @@ def load_splits(
     n_val: int = 400,
     n_test: int | None = None,
     data_dir: str | Path | None = None,
+    balance: bool | None = None,
 ) -> TaskSplits:
     """Loads a task's data and cuts seeded, deterministic, disjoint splits.
 
@@ -542,6 +754,19 @@ def load_splits(
 
     Requested sizes are upper bounds: a split is shorter when the data are.
 
+    Label balance (classification tasks; on by default, ``balance=None``): the training and
+    validation pools hold the same number of examples of every label, as many as the data
+    allow, and list them in turns, each turn one example of every label in shuffled order
+    (so any prefix whose length is a multiple of the number of labels is balanced too). They are
+    drawn in the seeded shuffled order: with an evaluation file, training takes the first
+    ``n_train // L`` examples of each of the ``L`` labels from the pool and validation the
+    next ``n_val // L`` (the rarest label's examples divided ``n_train : n_val`` when it has
+    too few); a single-file task balances inside its fixed training and validation regions.
+    The test split is never balanced and never changes with ``balance`` (nor does the random
+    sequence that cuts it). TREC's rarest label has 34 training rows, so its balanced pools
+    are 120 / 84 examples. ``balance=False`` gives the unbalanced pools; generation tasks are
+    never balanced.
+
     Args:
         task: Task name or :class:`Task`.
         seed: Seed of ``random.Random`` used for all shuffling.
@@ -549,6 +774,8 @@ def load_splits(
         n_val: Maximum number of validation examples.
         n_test: Maximum number of test examples; ``None`` means all.
         data_dir: Data folder; default ``$LTV_DATA_DIR`` or ``<repo>/data``.
+        balance: Balance the training and validation pools across labels; ``None`` (default)
+            does for classification tasks and not for generation tasks.
 
     Returns:
         The splits; no test input occurs in train or validation.
@@ -557,11 +784,15 @@ def load_splits(
         UnknownTaskError: Unknown task name.
         DataFileError: A data file is empty or malformed (message names file and line).
         FileNotFoundError: A data file is missing.
-        ValueError: A negative size.
+        ValueError: A negative size; ``balance=True`` for a generation task; a label without any
+            example in the balanced pools' source.
     """
     t = get_task(task)
     if min(n_train, n_val) < 0 or (n_test is not None and n_test < 0):
         raise ValueError(f"sizes must be >= 0, got n_train={n_train}, n_val={n_val}, n_test={n_test}")
+    if balance and t.labels is None:
+        raise ValueError(f"task {t.name!r} cannot balance its pools across labels: a generation task has no labels")
+    balanced = t.labels is not None if balance is None else balance
     root = data_root(data_dir)
     rng = random.Random(seed)
 
@@ -580,7 +811,12 @@ def load_splits(
         if len(pool) < n_train + n_val and n_train + n_val > 0:
             k_train = round(len(pool) * n_train / (n_train + n_val))
             k_val = len(pool) - k_train
-        train, val = pool[:k_train], pool[k_train : k_train + k_val]
+        if balanced:
+            assert t.labels is not None
+            _check_every_label(t, pool, "pool")
+            train, val = _balanced_pool(pool, t.labels, k_train, k_val)
+        else:
+            train, val = pool[:k_train], pool[k_train : k_train + k_val]
     else:
         groups: list[list[Example]] = []
         for f in t.files:
@@ -595,8 +831,26 @@ def load_splits(
         else:
             a, b = n // 2, n // 2 + n // 4
         train_all, val_all, test = _flatten(groups[:a]), _flatten(groups[a:b]), _flatten(groups[b:])
-        train, val = train_all[:n_train], val_all[:n_val]
+        if balanced:
+            assert t.labels is not None
+            train_by, val_by = _by_label(train_all, t.labels), _by_label(val_all, t.labels)
+            _check_every_label(t, train_all, "training region")
+            _check_every_label(t, val_all, "validation region")
+            train = _in_turns(train_all, train_by, 0, min(n_train // len(t.labels), *map(len, train_by.values())))
+            val = _in_turns(val_all, val_by, 0, min(n_val // len(t.labels), *map(len, val_by.values())))
+        else:
+            train, val = train_all[:n_train], val_all[:n_val]
 
     if n_test is not None:
         test = test[:n_test]
     return TaskSplits(task=t, train=tuple(train), validation=tuple(val), test=tuple(test), seed=seed)
+
+
+def _check_every_label(task: Task, examples: list[Example], where: str) -> None:
+    assert task.labels is not None
+    missing = sorted(set(task.labels) - {e.output for e in examples})
+    if missing:
+        raise ValueError(
+            f"task {task.name!r}: label(s) {missing} have no example in the {where}, so label-balanced "
+            "pools would be empty; add examples of them or pass balance=False (--no-balance on the command line)"
+        )

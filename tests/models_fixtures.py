@@ -21,7 +21,8 @@ SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "\n"]
 def _vocabulary() -> list[str]:
     words: set[str] = {"Q", "A", ":"}
     for name in ("antonym", "capital", "sst2"):
-        splits = load_splits(name, n_train=600, n_val=400)
+        # unbalanced pools: the vocabulary (and so every tiny model's weights) stays as it was
+        splits = load_splits(name, n_train=600, n_val=400, balance=False)
         for ex in (*splits.train, *splits.validation, *splits.test):
             words.update(re.findall(r"\w+|[^\w\s]", ex.input + " " + ex.output))
     return SPECIALS + sorted(words)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,16 @@ from ltvlib.tasks import (
     TASKS,
     DataFileError,
     Example,
+    MissingDataFileError,
     Task,
     UnknownTaskError,
+    check_label_tokens,
     data_root,
     get_task,
     label_words,
     load_splits,
 )
+from tests.models_fixtures import tiny_tokenizer
 
 CLASSIFICATION = [n for n, t in TASKS.items() if t.kind == "classification"]
 # Small/medium tasks keep the file fast; english_french (4.7k rows) is covered by the size test.
@@ -120,10 +124,39 @@ def test_split_sizes() -> None:
         "myopic": (500, 250, 250),
     }
     for name, sizes in expected.items():
-        s = load_splits(name)
+        s = load_splits(name, balance=False)
         assert (len(s.train), len(s.validation), len(s.test)) == sizes, name
+    # label-balanced pools (the default for classification): TREC's rarest label has 34 pool rows, split
+    # 20 / 14 in the ratio 600 : 400; SNLI's 400 validation items are 3 x 133; AG News' rarest has 13
+    balanced = {"sst2": (600, 400), "trec": (120, 84), "snli": (600, 399), "rte": (600, 400), "agnews": (32, 20)}
+    for name, (n_train, n_val) in balanced.items():
+        s = load_splits(name)
+        assert (len(s.train), len(s.validation), len(s.test)) == (n_train, n_val, expected[name][2]), name
     small = load_splits("sst2", n_train=8, n_val=4, n_test=10)
     assert (len(small.train), len(small.validation), len(small.test)) == (8, 4, 10)
+
+
+@pytest.mark.parametrize("name", CLASSIFICATION)
+def test_balanced_pools_keep_the_test_split(name: str) -> None:
+    balanced, plain = load_splits(name), load_splits(name, balance=False)
+    assert balanced.test == plain.test
+    labels = TASKS[name].labels
+    assert labels is not None
+    for split in (balanced.train, balanced.validation):
+        counts = [sum(e.output == label for e in split) for label in labels]
+        assert len(set(counts)) == 1 and counts[0] > 0, (name, counts)
+        # in turns, one of each label: every prefix of a multiple of the label count is balanced too
+        for start in range(0, len(split), len(labels)):
+            assert sorted(e.output for e in split[start : start + len(labels)]) == sorted(labels)
+    assert load_splits(name, seed=1).test == load_splits(name, seed=1, balance=False).test
+    assert load_splits(name) == balanced  # deterministic
+
+
+def test_generation_tasks_are_never_balanced() -> None:
+    assert load_splits("antonym") == load_splits("antonym", balance=False)
+    assert load_splits("gender_en_fr", n_train=10) == load_splits("gender_en_fr", n_train=10, balance=False)
+    with pytest.raises(ValueError, match="'antonym' cannot balance.*generation task has no labels"):
+        load_splits("antonym", balance=True)
 
 
 def test_test_split_independent_of_train_size() -> None:
@@ -201,7 +234,7 @@ def test_label_first_tokens_distinct(name: str) -> None:
     tok = _smollm2_tokenizer()
     task = TASKS[name]
     assert task.labels is not None
-    ex = load_splits(name, n_train=1, n_val=0, n_test=0).train[0]
+    ex = load_splits(name, n_train=1, n_val=0, n_test=0, balance=False).train[0]
     q = task.format_query(ex.input)
     q_ids = tok(q, add_special_tokens=False).input_ids
     firsts = []
@@ -210,3 +243,149 @@ def test_label_first_tokens_distinct(name: str) -> None:
         assert ids[: len(q_ids)] == q_ids
         firsts.append(ids[len(q_ids)])
     assert len(set(firsts)) == len(firsts)
+    # the library's check agrees (it tokenises the answers alone, as evaluation does)
+    assert len(set(check_label_tokens(task, tok).values())) == len(task.labels)
+
+
+# ---------------------------------------------------------------------------------------
+# Tasks from a file of one's own
+# ---------------------------------------------------------------------------------------
+
+
+def _jsonl(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _word_rows(n: int) -> list[dict[str, str]]:
+    return [{"input": f"word{i}", "output": f"WORD{i}"} for i in range(n)]
+
+
+def test_task_from_jsonl_works_like_a_registered_task(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "upper.jsonl", _word_rows(40))
+    task = Task.from_jsonl(path)
+    assert task.name == "upper" and task.kind == "generation" and task.labels is None
+    assert task.files == (str(path),) and Path(task.files[0]).is_absolute()
+    assert task.format_demo(Example("a", "A")) == "Q: a\nA: A"
+    s = load_splits(task)
+    assert (len(s.train), len(s.validation), len(s.test)) == (20, 10, 10)  # 50 / 25 / 25 % under 1,400 rows
+    assert not _inputs(s.train) & _inputs(s.test) and not _inputs(s.validation) & _inputs(s.test)
+    assert load_splits(task) == s and load_splits(task, seed=1).train != s.train
+    # an absolute path is read as is, whatever the data folder
+    assert load_splits(task, data_dir=tmp_path / "elsewhere") == s
+    # other fields are ignored; the templates can be changed
+    custom = Task.from_jsonl(
+        _jsonl(tmp_path / "more.jsonl", [{"input": "a", "output": "A", "id": 3}] * 1 + _word_rows(3)),
+        name="mine", query_template="In: {x}\nOut:", description="mine",
+    )
+    assert custom.name == "mine" and custom.format_query("a") == "In: a\nOut:"
+    assert load_splits(custom).task is custom
+
+
+def test_task_from_json_list(tmp_path: Path) -> None:
+    path = tmp_path / "fv_style.json"
+    path.write_text(json.dumps(_word_rows(12), indent=2))
+    s = load_splits(Task.from_json(path))
+    assert (len(s.train), len(s.validation), len(s.test)) == (6, 3, 3)
+    with pytest.raises(DataFileError, match=r"fv_style\.json: Task\.from_jsonl reads JSONL.*use Task\.from_json"):
+        Task.from_jsonl(path)
+    with pytest.raises(DataFileError, match=r"x\.jsonl: Task\.from_json reads a JSON list"):
+        Task.from_json(_jsonl(tmp_path / "x.jsonl", _word_rows(2)))
+    bad = tmp_path / "bad.json"
+    bad.write_text('[\n  {"input": "a", "output": "A"},\n  {"input": "b", "output": ""}\n]\n')
+    with pytest.raises(DataFileError, match=r"bad\.json:3: field 'output' is not a non-empty string \(''\)"):
+        Task.from_json(bad)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"", r":1: file is empty; expected JSON rows with fields \['input', 'output'\]"),
+        (b'{"input": "a", "output": "A"}\n{"input": "b", "output": \n', r":2: malformed JSON .*fields \['input'"),
+        (b'{"input": "a", "output": "A"}\n\n{"input": "b"}\n', r":3: field 'output' is missing"),
+        (b'{"input": 7, "output": "A"}\n', r":1: field 'input' is not a non-empty string \(7\)"),
+        (b'{"input": "a", "output": ""}\n', r":1: field 'output' is not a non-empty string \(''\)"),
+        (b'{"input": "a", "output": "  "}\n', r":1: field 'output' is not a non-empty string"),
+        (b'{"input": "a", "output": " A"}\n', r":1: output ' A' has leading or trailing whitespace"),
+        (b'["a", "A"]\n', r":1: expected a JSON object with fields \['input', 'output'\], got list"),
+        (b"\xff\xfe\n", r": not UTF-8 text"),
+    ],
+)
+def test_task_file_errors_name_file_line_and_expectation(tmp_path: Path, content: bytes, match: str) -> None:
+    path = tmp_path / "mine.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(DataFileError) as info:
+        Task.from_jsonl(path)
+    assert re.search(re.escape(str(path)) + match, str(info.value)), str(info.value)
+
+
+def test_task_file_missing_or_misnamed(tmp_path: Path) -> None:
+    with pytest.raises(MissingDataFileError, match=r"nothing\.jsonl: file not found; expected one JSON object"):
+        Task.from_jsonl(tmp_path / "nothing.jsonl")
+    assert issubclass(MissingDataFileError, FileNotFoundError) and issubclass(MissingDataFileError, DataFileError)
+    path = _jsonl(tmp_path / "antonym.jsonl", _word_rows(4))
+    with pytest.raises(ValueError, match="'antonym' is a registered task's"):
+        Task.from_jsonl(path)
+    with pytest.raises(ValueError, match="kind must be"):
+        Task.from_jsonl(path, name="x", kind="regression")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="query_template needs"):
+        Task.from_jsonl(path, name="x", query_template="Q:")
+    task = Task.from_jsonl(path, name="x")
+    path.unlink()
+    with pytest.raises(FileNotFoundError, match="antonym.jsonl for task 'x' not found$"):
+        load_splits(task)
+
+
+def test_classification_task_from_file(tmp_path: Path) -> None:
+    rows = [{"input": f"text{i}", "output": ("yes", "no", "maybe")[i % 3]} for i in range(30)]
+    task = Task.from_jsonl(_jsonl(tmp_path / "answers.jsonl", rows), kind="classification")
+    assert task.labels == ("maybe", "no", "yes")  # sorted distinct outputs
+    one = _jsonl(tmp_path / "one.jsonl", [{"input": "a", "output": "yes"}, {"input": "b", "output": "yes"}])
+    with pytest.raises(DataFileError, match=r"one\.jsonl:1: a classification task needs at least two distinct"):
+        Task.from_jsonl(one, kind="classification")
+    # a label added to the file later is caught by load_splits, with its line
+    _jsonl(tmp_path / "answers.jsonl", [*rows, {"input": "late", "output": "never"}])
+    with pytest.raises(DataFileError, match=r"answers\.jsonl:31: label 'never' is not one of"):
+        load_splits(task)
+
+
+def test_label_tokens_must_start_differently(tmp_path: Path) -> None:
+    tok = tiny_tokenizer(add_bos=False)
+    assert check_label_tokens("sst2", tok) == {
+        "negative": tok.convert_tokens_to_ids("negative"), "positive": tok.convert_tokens_to_ids("positive")
+    }
+    rows = [{"input": f"w{i}", "output": ("not good", "not bad")[i % 2]} for i in range(8)]
+    task = Task.from_jsonl(_jsonl(tmp_path / "nots.jsonl", rows), kind="classification")
+    with pytest.raises(ValueError, match=r"labels 'not bad' and 'not good' both start with the token 'not'"):
+        check_label_tokens(task, tok)
+    with pytest.raises(ValueError, match="generation task"):
+        check_label_tokens("antonym", tok)
+
+
+def test_skewed_file_gets_balanced_pools_and_the_same_test_split(tmp_path: Path) -> None:
+    # 80 % positive, as the held-out sentiment task of issue 19
+    rows = [{"input": f"review number {i}", "output": "positive" if i % 5 else "negative"} for i in range(400)]
+    task = Task.from_jsonl(_jsonl(tmp_path / "skewed.jsonl", rows), kind="classification")
+    plain, balanced = load_splits(task, balance=False), load_splits(task)
+    assert balanced == load_splits(task, balance=True)  # the default balances a classification task
+    assert balanced.test == plain.test
+    for b, p in ((balanced.train, plain.train), (balanced.validation, plain.validation)):
+        rare = sum(e.output == "negative" for e in p)
+        assert 0 < rare < len(p) / 3  # the unbalanced pool is skewed ...
+        # ... the balanced one holds every negative of its region and as many positives, in turns
+        assert len(b) == 2 * rare and all({b[i].output, b[i + 1].output} == {"negative", "positive"}
+                                          for i in range(0, len(b), 2))
+        assert set(b) <= set(p)
+    assert not _inputs(balanced.train) & _inputs(balanced.validation)
+    # n_train / n_val cap the balanced pools (per label: n // 2)
+    small = load_splits(task, n_train=10, n_val=7)
+    assert (len(small.train), len(small.validation)) == (10, 6) and small.test == plain.test
+    assert load_splits(task, seed=2).test == load_splits(task, seed=2, balance=False).test
+
+
+def test_label_missing_from_a_region_stops_balancing(tmp_path: Path) -> None:
+    rows = [{"input": f"r{i}", "output": "common"} for i in range(40)] + [{"input": "r40", "output": "rare"}]
+    task = Task.from_jsonl(_jsonl(tmp_path / "rare.jsonl", rows), kind="classification")
+    with pytest.raises(ValueError, match=r"label\(s\) \['rare'\] have no example in the .* balance=False"):
+        load_splits(task)
+    assert load_splits(task, balance=False).train

@@ -1,0 +1,164 @@
+"""End-to-end tests of ``python -m ltvlib`` (train, eval) on a tiny random model saved to a local folder."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ltvlib.cli import main
+from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector
+from ltvlib.tasks import Task, load_splits
+from tests.models_fixtures import tiny_llama
+
+# "43.5 % [36.8, 50.4] (n=200)": an accuracy with its 95 % Wilson interval and n
+INTERVAL = r"\d+\.\d % \[\d+\.\d, \d+\.\d\] \(n=\d+\)"
+QUICK = ["--epochs", "1", "--samples-per-epoch", "16", "--no-progress", "--n-test", "20"]
+
+
+@pytest.fixture(autouse=True)
+def _cache_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama and its word-level tokenizer, saved as an ordinary Hugging Face folder."""
+    lm = tiny_llama()
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def sentiment_file(tmp_path: Path) -> Path:
+    """160 SST-2 sentences (words the tiny tokenizer knows), 75 % positive, outside the repository."""
+    pool = load_splits("sst2", balance=False).train
+    pos = [e for e in pool if e.output == "positive"][:120]
+    neg = [e for e in pool if e.output == "negative"][:40]
+    return _write_jsonl(tmp_path / "reviews.jsonl", [{"input": e.input, "output": e.output} for e in pos + neg])
+
+
+def _line(out: str, what: str) -> str:
+    """The printed result line of ``what`` (zero-shot, ICL or LTV)."""
+    lines = [ln for ln in out.splitlines() if ln.strip().startswith(what)]
+    assert len(lines) == 1, (what, out)
+    return lines[0].strip()
+
+
+def test_train_then_eval_end_to_end(
+    model_dir: Path, sentiment_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "runs"
+    args = ["train", "--data", str(sentiment_file), "--kind", "classification", "--model", str(model_dir),
+            "--layer", "middle", "--shots", "2", "--seed", "3", "--out", str(out_dir), *QUICK]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    for what in ("zero-shot", "2-shot ICL", "LTV "):
+        line = _line(out, what)
+        # first-token accuracy and, for classification, the accuracy within the labels
+        assert re.search(rf"{INTERVAL}\s+within labels {INTERVAL}", line), line
+        assert "(n=20)" in line
+    assert "label-balanced" in out
+
+    stem = f"reviews__{model_dir.name}__L1__seed3"
+    vector_path, results_path = out_dir / f"{stem}.safetensors", out_dir / f"{stem}.json"
+    assert str(vector_path) in out and str(results_path) in out
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted([vector_path.name, results_path.name])
+    ltv = LearnedTaskVector.load(vector_path)
+    assert ltv.vectors.shape == (1, 64) and ltv.layers == (1,) and ltv.positions == (-1,)
+    assert ltv.task == "reviews" and ltv.seed == 3
+    assert ltv.config.epochs == 1 and ltv.config.samples_per_epoch == 16 and ltv.config.lr == FAST_RECIPE.lr
+
+    record = json.loads(results_path.read_text())
+    assert record["task"]["labels"] == ["negative", "positive"]
+    balanced = load_splits(Task.from_jsonl(sentiment_file, kind="classification"))
+    assert record["splits"] == {"seed": 0, "train": len(balanced.train), "validation": len(balanced.validation),
+                                "test": 20, "balanced": True}
+    assert len(balanced.train) < 80 and len(balanced.validation) < 40  # fewer than the unbalanced 80 / 40
+    ltv_result = record["results"]["LTV"]["first_token"]
+    assert ltv_result["n"] == 20 and ltv_result["ci95"][0] <= ltv_result["accuracy"] <= ltv_result["ci95"][1]
+    assert sum(record["results"]["LTV"]["predicted_labels"].values()) == 20
+
+    # eval on the same file and model recomputes the same prompts in the same order: identical accuracies
+    assert main(["eval", "--vector", str(vector_path), "--data", str(sentiment_file), "--kind", "classification",
+                 "--n-test", "20"]) == 0
+    again = capsys.readouterr().out
+    assert _line(again, "LTV ") == _line(out, "LTV ")
+    assert _line(again, "zero-shot") == _line(out, "zero-shot")
+    assert "ICL" not in again
+
+
+def test_generation_task_from_json_list(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    items = [{"input": e.input, "output": e.output} for e in load_splits("antonym").train[:80]]
+    data = tmp_path / "opposites.json"
+    data.write_text(json.dumps(items, indent=1))
+    out_dir = tmp_path / "out"
+    assert main(["train", "--data", str(data), "--model", str(model_dir), "--layer", "-1", "--shots", "0",
+                 "--out", str(out_dir), *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"zero-shot\s+{INTERVAL}$", _line(out, "zero-shot"))
+    assert re.search(rf"LTV\s+{INTERVAL}$", _line(out, "LTV "))
+    assert "ICL" not in out and "within labels" not in out  # --shots 0 skips ICL; generation has no labels
+    assert (out_dir / f"opposites__{model_dir.name}__L2__seed0.safetensors").is_file()
+
+
+def _fails(args: list[str], capsys: pytest.CaptureFixture[str], *fragments: str) -> None:
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert err and err[-1].startswith("python -m ltvlib"), captured.err
+    for fragment in fragments:
+        assert fragment in err[-1], (fragment, err[-1])
+    assert captured.out == ""
+
+
+def test_bad_inputs_exit_2_and_write_nothing(
+    model_dir: Path, sentiment_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "never"
+    base = ["--out", str(out_dir), *QUICK]
+    _fails(["train", "--data", str(sentiment_file), "--model", "no-such-model", *base], capsys, "'no-such-model'")
+    _fails(["train", "--data", str(sentiment_file), "--model", str(model_dir), "--layer", "7", *base], capsys,
+           "layer 7", "0..2")
+    _fails(["train", "--data", str(sentiment_file), "--model", str(model_dir), "--layer", "top", *base], capsys,
+           "'top'")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"input": "good", "output": "positive"}\n{"input": "bad", "output": \n')
+    _fails(["train", "--data", str(bad), "--model", str(model_dir), *base], capsys, f"{bad}:2", "malformed JSON")
+    _fails(["train", "--data", str(tmp_path / "absent.jsonl"), *base], capsys, "absent.jsonl", "not found")
+    # two labels whose answers start with the same token cannot be scored on the first token
+    rows = [{"input": e.input, "output": "not " + e.output[:3]} for e in load_splits("sst2").train[:40]]
+    same_start = _write_jsonl(tmp_path / "same_start.jsonl", rows)
+    _fails(["train", "--data", str(same_start), "--kind", "classification", "--model", str(model_dir), *base],
+           capsys, "'not neg'", "'not pos'", "both start with the token 'not'")
+    assert not out_dir.exists()
+
+    # a vector whose width does not fit the model
+    vec = tmp_path / "wide.safetensors"
+    LearnedTaskVector(vectors=__import__("torch").zeros(1, 32), layers=(1,), positions=(-1,), model="other",
+                      task="reviews", recipe="fast", seed=0, shots=0, config=FAST_RECIPE).save(vec)
+    _fails(["eval", "--vector", str(vec), "--data", str(sentiment_file), "--model", str(model_dir)],
+           capsys, "width 32", "width 64")
+    _fails(["eval", "--vector", str(tmp_path / "none.safetensors"), "--task", "antonym"], capsys, "not found")
+    _fails(["eval", "--vector", str(vec), "--task", "antonyms"], capsys, "'antonyms'")
+
+
+def test_module_help_lists_examples() -> None:
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "ltvlib", "--help"], cwd=root, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "examples:" in done.stdout
+    assert "python -m ltvlib train --data my_task.jsonl --model smollm2-135m --layer middle" in done.stdout
+    assert "python -m ltvlib eval --vector" in done.stdout
