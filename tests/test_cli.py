@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ltvlib.cache import cache_root
 from ltvlib.cli import main
 from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector
 from ltvlib.tasks import Task, load_splits
@@ -162,3 +164,34 @@ def test_module_help_lists_examples() -> None:
     assert "examples:" in done.stdout
     assert "python -m ltvlib train --data my_task.jsonl --model smollm2-135m --layer middle" in done.stdout
     assert "python -m ltvlib eval --vector" in done.stdout
+
+
+
+# The cache this session was started with (the autouse fixture moves LTV_CACHE_DIR to a tmp folder), read at
+# import: the real-model test borrows its dequantised models.
+_MODELS = cache_root() / "models"
+
+
+@pytest.mark.realmodel
+def test_train_command_on_the_embedded_model(tmp_path: Path) -> None:
+    """The README's command as a user runs it: a JSONL file outside the repository, the embedded SmolLM2-135M,
+    offline, in a subprocess; sizes cut so that it takes about a minute."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    pool = load_splits("sst2", balance=False).train[:160]
+    data = _write_jsonl(outside / "reviews.jsonl", [{"input": e.input, "output": e.output} for e in pool])
+    cache = tmp_path / "user-cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(_MODELS, target_is_directory=True)
+    env = {**os.environ, "LTV_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "ltvlib", "train", "--data", str(data), "--kind", "classification",
+           "--model", "smollm2-135m", "--layer", "middle", "--shots", "2", "--epochs", "2",
+           "--samples-per-epoch", "64", "--n-test", "24", "--no-progress", "--out", str(outside / "runs")]
+    run = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=outside, timeout=900)
+    assert run.returncode == 0, run.stderr
+    for what in ("zero-shot", "2-shot ICL", "LTV "):
+        assert re.search(INTERVAL, _line(run.stdout, what)), run.stdout
+    saved = sorted((outside / "runs").glob("*.safetensors"))
+    assert len(saved) == 1
+    ltv = LearnedTaskVector.load(saved[0])
+    assert ltv.model == "smollm2-135m" and ltv.vectors.shape == (1, 576)
