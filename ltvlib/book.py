@@ -397,7 +397,7 @@ def execute_chapter(
     pm_meta["input_path"] = chapter.py.name
     pm_meta["output_path"] = target.name
     executed.metadata.setdefault("jupytext", {})["formats"] = JUPYTEXT_FORMATS
-    tidy_notebook(executed, roots=[chapter.root.resolve(), (book_root or chapter.root).resolve(), Path(cwd).resolve()])
+    tidy_notebook(executed)
     atomic_write_text(target, jupytext.writes(executed, fmt="ipynb"))
     scratch.unlink(missing_ok=True)
     return elapsed
@@ -462,7 +462,8 @@ def tidy_outputs(outputs: list[Any], roots: Sequence[Path]) -> list[Any]:
 def tidy_notebook(nb: Any, *, roots: Sequence[Path] = ()) -> Any:
     """Clean an executed notebook for the book, in place, and return it; idempotent.
 
-    - outputs: :func:`tidy_outputs` (``roots``: directories to show as ``.``, e.g. the book root);
+    - outputs: :func:`tidy_outputs` (``roots``: directories to show as ``.``; the runner passes none: a
+      chapter that prints where the book lives means it, and the tests check that no committed output does);
     - code cells: tagged ``hide-input`` (collapsed, one click away), except the run's parameters;
     - parameters shown once: when papermill injected an ``injected-parameters`` cell (the values the run used),
       the ``parameters`` cell (the defaults it overrides) is tagged ``remove-cell`` and the injected one is left
@@ -779,7 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "tidy":
         for c in select_chapters(read_chapters(root), args.chapters):
             if c.ipynb.exists():
-                changed = tidy_file(c.ipynb, roots=[root, c.ipynb.parent])
+                changed = tidy_file(c.ipynb)
                 print(f"[ltv-book] {c.name}: {'tidied' if changed else 'already tidy'}")
         return 0
     params: dict[str, Any] = {"model": args.model, "profile": args.profile, "seed": args.seed, "device": args.device}

@@ -366,3 +366,26 @@ def test_checks_catch_a_broken_page(broken_book: Path, driver: object, doc: str,
     assert found[check], f"{check} missed what {doc}.html breaks: {found}"
     others = {k: v for k, v in found.items() if v and k not in (check, "badge_problems")}
     assert not others, f"{doc}.html should break only {check}: {others}"
+
+
+def test_pages_load_mathjax_from_the_site_and_chapters_offer_their_notebook(built: tuple[Path, Path]) -> None:
+    """Offline math: every page loads MathJax from ``_static/mathjax`` (present in the site), none from a CDN;
+    every chapter page links its executed ``.ipynb`` for download, and no page has a launch (Binder/Colab)
+    button, which could not run the book."""
+    root, html = built
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    problems = []
+    n_local = 0
+    for doc in book.toc_pages(root):
+        text = (html / f"{doc}.html").read_text(encoding="utf-8")
+        scripts = re.findall(r'<script[^>]+src="([^"]*mathjax[^"]*)"', text, flags=re.IGNORECASE)
+        # Sphinx loads MathJax only on pages with math
+        n_local += bool(scripts)
+        if any("://" in s or not s.endswith("_static/mathjax/tex-chtml.js") for s in scripts):
+            problems.append(f"{doc}: MathJax scripts {scripts}")
+        if doc.startswith(f"{book.CHAPTER_DIR}/") and f'_sources/{doc}.ipynb"' not in text:
+            problems.append(f"{doc}: no download link to its .ipynb")
+        if re.search(r'class="[^"]*(binder|colab|jupyterhub)-button', text):
+            problems.append(f"{doc}: a launch button")
+    assert not problems, "\n".join(problems)
+    assert n_local, "no page loads MathJax"
