@@ -408,13 +408,13 @@ def execute_chapter(
 # Tags that already decide how a cell's input shows; tidy_notebook adds "hide-input" to no cell that has one.
 _INPUT_TAGS = frozenset({"hide-input", "remove-input", "hide-cell", "remove-cell"})
 # A progress-bar update: tqdm redraws its line with a carriage return and prints "NN%|bar| n/N".
-_PROGRESS_LINE = re.compile(r"\r|^\s*[^\n]*\d+%\|[^\n]*\|\s*\d+/\d+|^Loading weights")
+_PROGRESS_LINE = re.compile(r"\r(?!\n)|\d+%\|[^\n]*\|\s*\d+/\d+|^Loading weights")
 # An absolute path into a Python environment's packages, up to and including "site-packages/".
 _SITE_PACKAGES = re.compile(r"(?:[A-Za-z]:)?[^\s\"'<>=(]*[/\\](?:site|dist)-packages[/\\]")
 # A path under the superuser's home, wherever the notebook was executed.
 _ROOT_HOME = re.compile(r"(?<![\w.~/-])/root(?=/)")
 NA_DASH = "\u2013"  # what a missing value (pandas' NaN) shows as in an HTML table of the book
-_NAN_CELL = re.compile(r"<td>NaN</td>")
+_NAN_CELL = re.compile(r"<td>(?:NaN|&lt;NA&gt;)</td>")  # pandas' float NaN and its missing-value scalar
 _NAN_TD = f'<td class="ltv-na" title="no value: not measured here, or the paper gives none">{NA_DASH}</td>'
 
 

@@ -140,9 +140,9 @@ def _messy_notebook(root: Path):
         nbformat.v4.new_code_cell("work()", outputs=[
             out("stream", name="stderr", text="/x/.venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning\n"),
             out("stream", name="stdout", text="\rLoading weights:  50%|█████     | 1/2 [00:00<00:00, 9.1it/s]"),
-            out("stream", name="stdout", text="trained in 3 s\n"),
+            out("stream", name="stdout", text="trained in 3 s\r\n"),
             out("display_data", data={
-                "text/html": "<table><tr><td>NaN</td><td>1.0</td></tr></table>",
+                "text/html": "<table><tr><td>NaN</td><td>1.0</td><td>&lt;NA&gt;</td></tr></table>",
                 "text/plain": f"saved to {root}/results/x.json and /root/.cache/ltv-book/y",
                 "image/png": "iVBORw0KGgo=",
             }),
@@ -169,9 +169,10 @@ def test_tidy_notebook_cleans_outputs_and_folds_inputs(tmp_path: Path) -> None:
     assert "tags" not in text.metadata
     kinds = [(o.output_type, o.get("name")) for o in work.outputs]
     assert kinds == [("stream", "stdout"), ("display_data", None), ("error", None)], kinds
-    assert work.outputs[0].text == "trained in 3 s\n"
+    assert work.outputs[0].text == "trained in 3 s\r\n", "a Windows line end is no progress bar"
     data = work.outputs[1].data
-    assert "NaN" not in data["text/html"] and f'>{book.NA_DASH}</td><td>1.0</td>' in data["text/html"]
+    assert "NaN" not in data["text/html"] and "NA&gt;" not in data["text/html"]
+    assert data["text/html"].count(f">{book.NA_DASH}</td>") == 2 and "<td>1.0</td>" in data["text/html"]
     assert data["text/plain"] == "saved to ./results/x.json and ~/.cache/ltv-book/y"
     assert data["image/png"] == "iVBORw0KGgo="
     assert work.outputs[2].traceback == ["File <site-packages>/torch/nn.py, line 3"]
