@@ -23,7 +23,8 @@
 # vector is *rotated* toward the task subspace (the logit lens of $\theta$ shows unrelated tokens, that of
 # $Q\theta$ task tokens), a **late** vector is mostly *stretched* ($Q \approx I$); $\cos(\theta, Q\theta)$
 # **rises with depth**. The paper reports these as figures on Llama models; the exact numbers, the noise law
-# and the $\lambda$ of the fit are not available to us (see `notes.md`), so this chapter reports what it
+# and the $\lambda$ of the fit are not available to us (the full text of {cite:p}`yang2026ltv` could not be read
+# offline when this chapter was written), so this chapter reports what it
 # measures and compares shapes, not digits.
 #
 # This chapter fits $W$ for LTVs trained at many layers, checks linearity directly, rebuilds the LTV's effect

@@ -23,7 +23,8 @@
 #    (both are verbalised with *True* / *False*).
 # 3. **Composition.** Adding an English→French LTV and a masculine→feminine LTV solves English masculine →
 #    French feminine (*king* → *reine*) far above zero-shot and ICL. The paper's numbers for this experiment
-#    are not in the sources available to us (`notes.md`), so here we compare methods with each other.
+#    are not in the sources available to us (the full text of {cite:p}`yang2026ltv` could not be read offline
+#    when this chapter was written), so here we compare methods with each other.
 #
 # Every vector is the paper's baseline LTV: one vector added to the residual stream entering the middle
 # block at the last prompt position, trained on zero-shot prompts (chapter 0's setting).

@@ -3,6 +3,7 @@
 Usage::
 
     python -m ltvlib.book list
+    python -m ltvlib.book tidy [--chapters 00 ...]
     python -m ltvlib.book build [--profile cpu] [--model smollm2-135m] [--seed 0]
         [--device auto] [--chapters 00 01 ...] [--no-html] [--force] [-p KEY VALUE ...]
 
@@ -405,9 +406,106 @@ def execute_chapter(
     pm_meta["input_path"] = chapter.py.name
     pm_meta["output_path"] = target.name
     executed.metadata.setdefault("jupytext", {})["formats"] = JUPYTEXT_FORMATS
+    tidy_notebook(executed)
     atomic_write_text(target, jupytext.writes(executed, fmt="ipynb"))
     scratch.unlink(missing_ok=True)
     return elapsed
+
+
+# -------------------------------------------------------------------------- tidy
+
+# Tags that already decide how a cell's input shows; tidy_notebook adds "hide-input" to no cell that has one.
+_INPUT_TAGS = frozenset({"hide-input", "remove-input", "hide-cell", "remove-cell"})
+# A progress-bar update: tqdm redraws its line with a carriage return and prints "NN%|bar| n/N".
+_PROGRESS_LINE = re.compile(r"\r(?!\n)|\d+%\|[^\n]*\|\s*\d+/\d+|^Loading weights")
+# An absolute path into a Python environment's packages, up to and including "site-packages/".
+_SITE_PACKAGES = re.compile(r"(?:[A-Za-z]:)?[^\s\"'<>=(]*[/\\](?:site|dist)-packages[/\\]")
+# A path under the superuser's home, wherever the notebook was executed.
+_ROOT_HOME = re.compile(r"(?<![\w.~/-])/root(?=/)")
+NA_DASH = "\u2013"  # what a missing value (pandas' NaN) shows as in an HTML table of the book
+_NAN_CELL = re.compile(r"<td>(?:NaN|&lt;NA&gt;)</td>")  # pandas' float NaN and its missing-value scalar
+_NAN_TD = f'<td class="ltv-na" title="no value: not measured here, or the paper gives none">{NA_DASH}</td>'
+
+
+def _scrub_paths(text: str, roots: Sequence[Path]) -> str:
+    """``text`` with absolute paths made relative: into site-packages -> ``<site-packages>/``, the book root(s)
+    -> ``.``, the home directory -> ``~``."""
+    text = _SITE_PACKAGES.sub("<site-packages>/", text)
+    for root in sorted({str(r) for r in roots if str(r) not in ("", "/")}, key=len, reverse=True):
+        text = text.replace(root + "/", "./").replace(root, ".")
+    home = str(Path.home())
+    if home not in ("", "/"):
+        text = text.replace(home + "/", "~/").replace(home, "~")
+    return _ROOT_HOME.sub("~", text)
+
+
+def _text_of(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def tidy_outputs(outputs: list[Any], roots: Sequence[Path]) -> list[Any]:
+    """A cell's outputs as readers should see them: no stderr stream (warnings, progress bars), no progress-bar
+    line on stdout, no absolute path, NaN cells of HTML tables as an en dash. Images are left as they are."""
+    kept = []
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            if out.get("name") == "stderr":
+                continue
+            lines = _text_of(out.get("text", "")).splitlines(keepends=True)
+            text = _scrub_paths("".join(line for line in lines if not _PROGRESS_LINE.search(line)), roots)
+            if not text.strip():
+                continue
+            out["text"] = text
+        for mime, value in list(out.get("data", {}).items()):
+            if mime.startswith("text/"):
+                text = _scrub_paths(_text_of(value), roots)
+                if mime == "text/html":
+                    text = _NAN_CELL.sub(_NAN_TD, text)
+                out["data"][mime] = text
+        if out.get("output_type") == "error":
+            out["traceback"] = [_scrub_paths(line, roots) for line in out.get("traceback", [])]
+        kept.append(out)
+    return kept
+
+
+def tidy_notebook(nb: Any, *, roots: Sequence[Path] = ()) -> Any:
+    """Clean an executed notebook for the book, in place, and return it; idempotent.
+
+    - outputs: :func:`tidy_outputs` (``roots``: directories to show as ``.``; the runner passes none: a
+      chapter that prints where the book lives means it, and the tests check that no committed output does);
+    - code cells: tagged ``hide-input`` (collapsed, one click away), except the run's parameters;
+    - parameters shown once: when papermill injected an ``injected-parameters`` cell (the values the run used),
+      the ``parameters`` cell (the defaults it overrides) is tagged ``remove-cell`` and the injected one is left
+      visible.
+
+    Notebook metadata, the stamp included, is not touched.
+    """
+    code = [c for c in nb.cells if c.get("cell_type") == "code"]
+    injected = any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in code)
+    for cell in code:
+        tags = list(cell.setdefault("metadata", {}).get("tags", []))
+        if "parameters" in tags and injected:
+            tags.append("remove-cell")
+        elif not ({"parameters", "injected-parameters"} & set(tags)) and not (_INPUT_TAGS & set(tags)):
+            tags.append("hide-input")
+        tags = [t for i, t in enumerate(tags) if t not in tags[:i]]
+        if tags:
+            cell["metadata"]["tags"] = tags
+        cell["outputs"] = tidy_outputs(list(cell.get("outputs", [])), roots)
+    return nb
+
+
+def tidy_file(notebook: Path, *, roots: Sequence[Path] = ()) -> bool:
+    """Apply :func:`tidy_notebook` to a committed notebook in place (atomically); True if it changed."""
+    import jupytext
+
+    before = notebook.read_text(encoding="utf-8")
+    nb = tidy_notebook(jupytext.reads(before, fmt="ipynb"), roots=roots)
+    after = jupytext.writes(nb, fmt="ipynb")
+    if after == before:
+        return False
+    atomic_write_text(notebook, after)
+    return True
 
 
 # ----------------------------------------------------------------------- staging
@@ -419,6 +517,9 @@ def stage_tree(root: Path, stage: Path, chapters: Sequence[Chapter]) -> None:
     for name in ("_config.yml", "_toc.yml", *(p.name for p in root.glob("*.bib"))):
         if (root / name).exists():
             shutil.copy2(root / name, stage / name)
+    # the book's CSS (verdict badges, tables); jupyter-book adds _static/ to the HTML when it exists
+    if (root / "_static").is_dir():
+        shutil.copytree(root / "_static", stage / "_static", dirs_exist_ok=True)
     chapter_docs = {c.docname for c in chapters}
     for doc in toc_pages(root):
         if doc in chapter_docs:
@@ -472,6 +573,95 @@ def build_html(book_root: Path, *, strict: bool = True, output_dir: Path | None 
     html = (output_dir or book_root) / "_build" / "html"
     print(f"[ltv-book] HTML: {html / 'index.html'}")
     return html
+
+
+# ------------------------------------------------------------- sphinx extension
+#
+# ``_config.yml`` loads this module as a Sphinx extension (``sphinx.extra_extensions``): it adds the
+# ``{verdict-table}`` directive that renders the landing page's verdicts from ``results/claims/`` of the book
+# root being built (so a staged run's landing page shows that run's verdicts), and the ``{verdict}`` role, a
+# coloured badge.
+
+VERDICT_BADGE_CLASS = "ltv-badge"
+
+
+def verdict_slug(verdict: str) -> str:
+    """CSS-class form of a verdict's text: ``"not reproduced"`` -> ``"not-reproduced"``."""
+    return re.sub(r"[^a-z0-9]+", "-", verdict.lower()).strip("-") or "unknown"
+
+
+def _table_cell(text: str) -> str:
+    """Text safe inside a MyST pipe-table cell."""
+    return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").split())
+
+
+def verdict_table_markdown(book_root: Path) -> str:
+    """The landing page's compact verdict table as MyST: one row per recorded claim, in table-of-contents order,
+    with the paper's number, ours, a ``{verdict}`` badge and links to the evidence and the chapter; then a line
+    counting the verdicts (:func:`ltvlib.scorecard.summary_markdown`)."""
+    from ltvlib.scorecard import load_sheets, summary_markdown
+
+    sheets = load_sheets(book_root)
+    if not any(s.claims for s in sheets):
+        return "No chapter has recorded a verdict in this build yet (`results/claims/` is empty)."
+    out = [
+        summary_markdown(sheets),
+        "",
+        "| claim | the paper | ours | verdict | evidence |",
+        "|---|---|---|---|---|",
+    ]
+    for sheet in sheets:
+        for c in sheet.claims:
+            doc = f"/{CHAPTER_DIR}/{sheet.chapter}"
+            out.append("| " + " | ".join([
+                f"{c.paper_claim}. {_table_cell(c.statement)}",
+                _table_cell(c.paper),
+                _table_cell(c.ours),
+                f"{{verdict}}`{_table_cell(c.verdict.value)}`",
+                f"{{ref}}`{_table_cell(c.evidence_title)} <{c.evidence}>` in {{doc}}`ch. {sheet.chapter[:2]} <{doc}>`",
+            ]) + " |")
+    return "\n".join(out)
+
+
+def _verdict_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{verdict}`reproduced``` -> ``<span class="ltv-badge ltv-badge-reproduced">reproduced</span>``."""
+    from docutils import nodes
+
+    node = nodes.inline(rawtext, text, classes=[VERDICT_BADGE_CLASS, f"{VERDICT_BADGE_CLASS}-{verdict_slug(text)}"])
+    return [node], []
+
+
+def _verdict_table_directive() -> type:
+    from docutils import nodes
+    from docutils.statemachine import StringList
+    from sphinx.util.docutils import SphinxDirective
+
+    class VerdictTable(SphinxDirective):
+        """``{verdict-table}``: :func:`verdict_table_markdown` of the book root being built, parsed as MyST."""
+
+        has_content = False
+
+        def run(self) -> list[nodes.Node]:
+            root = Path(self.env.srcdir)
+            # the page depends on the claims: rebuild it when any changes
+            for path in sorted((root / CLAIMS_DIR).glob("*.json")):
+                self.env.note_dependency(str(path))
+            container = nodes.container(classes=["ltv-verdicts"])
+            self.state.nested_parse(
+                StringList(verdict_table_markdown(root).splitlines(), source="results/claims"),
+                self.content_offset,
+                container,
+            )
+            return [container]
+
+    return VerdictTable
+
+
+def setup(app: Any) -> dict[str, Any]:
+    """Sphinx entry point (see the section comment above)."""
+    app.add_role("verdict", _verdict_role)
+    app.add_directive("verdict-table", _verdict_table_directive())
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
 # --------------------------------------------------------------------------- cli
@@ -566,6 +756,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--root", type=Path, default=None, help="book root (holds _toc.yml)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list chapters in _toc.yml order")
+    t = sub.add_parser("tidy", help="clean the committed notebooks' outputs in place (stamps unchanged)")
+    t.add_argument("--chapters", nargs="+", metavar="PREFIX", help="e.g. 00 03_icl")
     b = sub.add_parser("build", help="execute chapters and render HTML")
     b.add_argument("--profile", default=DEFAULT_PROFILE, choices=PROFILES)
     b.add_argument("--model", default=DEFAULT_MODEL)
@@ -593,6 +785,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for c in read_chapters(root):
             status = "" if c.py.exists() else "  (missing .py)"
             print(f"{c.name}\t{c.docname}.py{status}")
+        return 0
+    if args.cmd == "tidy":
+        for c in select_chapters(read_chapters(root), args.chapters):
+            if c.ipynb.exists():
+                changed = tidy_file(c.ipynb)
+                print(f"[ltv-book] {c.name}: {'tidied' if changed else 'already tidy'}")
         return 0
     params: dict[str, Any] = {"model": args.model, "profile": args.profile, "seed": args.seed, "device": args.device}
     for key, value in args.param:

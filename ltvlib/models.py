@@ -13,12 +13,13 @@ interrupted conversion leaves nothing behind) and later loads read that folder i
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,22 @@ def wrap_model(model: nn.Module, tokenizer: Any, name: str) -> LoadedModel:
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, table=table, geometry=head_geometry(model.config))
 
 
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """transformers' "Loading weights" progress bar off while a model is read from a local folder or file:
+    nothing is downloaded, so the bar only adds stderr noise to the chapters' outputs. The previous setting is
+    restored on exit (downloads from the hub keep their bars: see :func:`load_model`)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def _dequantised_dir(entry: EmbeddedModel) -> Path:
     """The cached fp32 Hugging Face folder of an embedded model, converting the GGUF file on first use."""
     target = cache_root() / "models" / entry.name
@@ -147,7 +164,8 @@ def _dequantised_dir(entry: EmbeddedModel) -> Path:
     gguf = entry.locate_gguf()
     start = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    with quiet_loading():
+        quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # save_pretrained refuses GGUF-loaded models, so rebuild a plain model from the config and state dict.
     config = quantised.config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -209,7 +227,8 @@ def load_model(
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         # Eager attention returns attention probabilities (a site); sdpa is faster, so it is the default.
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)
+        with quiet_loading() if isinstance(source, Path) else contextlib.nullcontext():
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)
     except OSError as exc:
         raise ModelNotAvailableError(_not_available(name, source, exc)) from exc
     return wrap_model(model, tokenizer, name)

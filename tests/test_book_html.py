@@ -3,7 +3,12 @@
 The HTML is built from the committed notebooks with execution off, strictly (warnings are errors), into a
 temporary directory, so the test needs no model and works on a clean clone. Every page of the table of
 contents must load, show every figure its notebook holds (``<img>`` decoded: ``naturalWidth > 0``) and have
-no broken internal link (a missing file, or a ``#fragment`` that is no id on its page).
+no broken internal link (a missing file, or a ``#fragment`` that is no id on its page). At 1280 px, once
+MathJax (served from the site itself: no network) has typeset the page, no page may show raw math
+(``$...$``, ``\\(...\\)``), a stderr block, or content wider than the article column; the landing page shows
+one verdict badge per recorded claim. Each of these checks is a function of a page's state, applied to every
+page and, in ``test_checks_catch_*``, to a small synthetic book built to break it. A screenshot of every page
+goes to ``<html>/../screenshots/`` (a build artefact, never the repository).
 
 Set ``LTV_BOOK_HTML_ROOT`` to a book root that was built already (e.g. ``_build/runs/smoke__smollm2-135m``) to
 check its ``_build/html`` instead of building. Needs the Debian packages ``chromium`` and ``chromium-driver``
@@ -28,6 +33,7 @@ from ltvlib import book
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
+WIDTH = 1280  # px: the window the layout checks run at
 pytestmark = pytest.mark.browser
 
 
@@ -66,7 +72,7 @@ def driver() -> Iterator[object]:
     opts.binary_location = chromium
     # --no-sandbox: CI containers run as root; /dev/shm is small in containers
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,2000", "--allow-file-access-from-files"):
+                f"--window-size={WIDTH},2000", "--allow-file-access-from-files"):
         opts.add_argument(arg)
     drv = webdriver.Chrome(service=Service(chromedriver), options=opts)
     drv.set_page_load_timeout(60)
@@ -154,3 +160,232 @@ def test_pages_load_with_figures_and_no_broken_links(built: tuple[Path, Path], d
     # the check must be able to see figures at all: some page of an executed book has one
     if any(expected_images(root / f"{d}.ipynb") for d in pages if (root / f"{d}.ipynb").exists()):
         assert n_images > 0
+
+
+# ----------------------------------------------------------------------------- clean pages that fit the column
+
+# Resolves once MathJax has typeset the page (or at once when the page loads no MathJax), then reports what a
+# reader sees in the article column. Code (pre, code) and typeset math (mjx-container) are not prose.
+LAYOUT_STATE = r"""
+const done = arguments[arguments.length - 1];
+const mj = window.MathJax;
+const typeset = (mj && mj.startup && mj.startup.promise) ? mj.startup.promise : Promise.resolve();
+Promise.race([typeset, new Promise(r => setTimeout(r, 20000))]).then(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const shown = el => {
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden';
+  };
+  const RAW = /\$[^$\s][^$]*\$|\\\(|\\\)|\\\[|\\\]/;
+  const raw = [];
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!el || el.closest('pre, code, script, style, textarea, mjx-container')) continue;
+    if (RAW.test(n.textContent) && shown(el)) raw.push(n.textContent.trim().slice(0, 100));
+  }
+  const stderr = Array.from(article.querySelectorAll('[class*="stderr"]'))
+    .map(e => e.tagName.toLowerCase() + '.' + Array.from(e.classList).join('.'));
+  const right = article.getBoundingClientRect().right;
+  // Code blocks and pandas tables scroll inside their own box, which must fit: what is inside them is not
+  // checked (a pandas table's shape is the chapter's, fixed when it is re-executed; counted in `scrolling`).
+  const scrolling = Array.from(article.querySelectorAll('table.dataframe'))
+    .filter(t => t.getBoundingClientRect().right > right + 1).length;
+  const over = new Set(Array.from(article.querySelectorAll('*')).filter(el => {
+    if (el.parentElement && el.parentElement.closest('pre')) return false;
+    if (el.closest('table.dataframe')) return false;
+    if (el.closest('mjx-assistive-mml')) return false;  // MathJax's screen-reader copy, clipped to nothing
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && r.right > right + 1;
+  }));
+  // name only the outermost element that sticks out, with how far
+  const wide = Array.from(over).filter(el => !over.has(el.parentElement)).map(el =>
+    `${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\s+/).join('.') : ''}`
+    + ` (${Math.round(el.getBoundingClientRect().right - right)} px past the column)`);
+  done({
+    article_width: Math.round(article.getBoundingClientRect().width),
+    typeset: !!(mj && mj.startup),
+    raw_math: raw,
+    stderr: stderr,
+    wide: wide,
+    scrolling: scrolling,
+    badges: document.querySelectorAll('.ltv-badge').length,
+    height: document.documentElement.scrollHeight,
+  });
+});
+"""
+
+
+def raw_math_problems(doc: str, state: dict) -> list[str]:
+    """Visible prose that still reads as LaTeX: ``$...$`` or ``\\(`` left untypeset."""
+    return [f"{doc}: raw math on the page: {text!r}" for text in state["raw_math"]]
+
+
+def stderr_problems(doc: str, state: dict) -> list[str]:
+    """Any output block marked as stderr (warnings, progress bars) left in a page."""
+    return [f"{doc}: stderr block on the page ({', '.join(state['stderr'])})"] if state["stderr"] else []
+
+
+def overflow_problems(doc: str, state: dict) -> list[str]:
+    """Content wider than the article column (a table or block behind a horizontal scroll, or cut off)."""
+    return [f"{doc}: wider than the {state['article_width']} px column: {w}" for w in state["wide"]]
+
+
+def badge_problems(doc: str, state: dict, expected: int) -> list[str]:
+    """The landing page must show exactly one verdict badge per recorded claim."""
+    if state["badges"] != expected:
+        return [f"{doc}: {state['badges']} verdict badges, {expected} claims recorded"]
+    return []
+
+
+PAGE_CHECKS = (raw_math_problems, stderr_problems, overflow_problems)
+
+
+def layout_state(driver: object, path: Path, screenshot: Path | None = None) -> dict:
+    """Open ``path`` at :data:`WIDTH` px, wait for it and its math, and return :data:`LAYOUT_STATE`'s report;
+    with ``screenshot``, also save the whole page (up to 12,000 px tall) there as a PNG."""
+    driver.set_window_size(WIDTH, 2000)  # type: ignore[attr-defined]
+    driver.get(path.as_uri())  # type: ignore[attr-defined]
+    deadline = time.time() + 20
+    while driver.execute_script("return document.readyState") != "complete" and time.time() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.2)
+    driver.set_script_timeout(60)  # type: ignore[attr-defined]
+    state = driver.execute_async_script(LAYOUT_STATE)  # type: ignore[attr-defined]
+    if screenshot is not None:
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        driver.set_window_size(WIDTH, min(max(int(state["height"]), 800), 12000))  # type: ignore[attr-defined]
+        driver.save_screenshot(str(screenshot))  # type: ignore[attr-defined]
+        driver.set_window_size(WIDTH, 2000)  # type: ignore[attr-defined]
+    return state
+
+
+def test_pages_are_clean_and_fit_the_column(built: tuple[Path, Path], driver: object) -> None:
+    root, html = built
+    shots = html.parent / "screenshots"
+    problems: list[str] = []
+    typeset = 0
+    for doc in book.toc_pages(root):
+        path = (html / f"{doc}.html").resolve()
+        if not path.exists():
+            problems.append(f"{doc}: no {path.relative_to(html)}")
+            continue
+        state = layout_state(driver, path, shots / f"{doc.replace('/', '__')}.png")
+        typeset += state["typeset"]
+        if state["scrolling"]:
+            print(f"{doc}: {state['scrolling']} pandas table(s) wider than the column, scrolling in their box")
+        for check in PAGE_CHECKS:
+            problems += check(doc, state)
+    print(f"screenshots in {shots}")
+    assert not problems, "\n".join(problems)
+    assert typeset, "MathJax did not start on any page (is it served from _static/mathjax?)"
+
+
+def test_landing_page_shows_one_badge_per_claim(built: tuple[Path, Path], driver: object) -> None:
+    from ltvlib.scorecard import load_sheets
+
+    root, html = built
+    landing = book.toc_pages(root)[0]
+    expected = sum(len(s.claims) for s in load_sheets(root))
+    state = layout_state(driver, (html / f"{landing}.html").resolve())
+    assert expected > 0, "no claims recorded under results/claims: nothing for the landing page to show"
+    problems = badge_problems(landing, state, expected)
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------- the checks fail when they should
+
+BROKEN_PAGES = {
+    # what each synthetic page breaks -> its source
+    "good.md": "# Good\n\nA formula, $\\cos(\\theta, Q\\theta)$, and a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+    "rawmath.md": "# Raw math\n\nThis dollar pair escaped MathJax: \\$x + y\\$.\n",
+    "wide.md": "# Wide\n\n<div style=\"width: 2400px; height: 20px; background: #ccc\">wide</div>\n",
+}
+
+
+def _stderr_notebook() -> str:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Stderr"),
+        nbformat.v4.new_code_cell(
+            "import warnings; warnings.warn('careful')",
+            outputs=[nbformat.v4.new_output("stream", name="stderr", text="UserWarning: careful\n")],
+            execution_count=1,
+        ),
+    ]
+    return nbformat.writes(nb)
+
+
+@pytest.fixture(scope="module")
+def broken_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small book with the real configuration whose pages each break one check (``good`` breaks none); its
+    HTML dir."""
+    src = tmp_path_factory.mktemp("broken")
+    for name in ("_config.yml", "references.bib"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(ROOT / "_static", src / "_static")
+    (src / "intro.md").write_text("# Landing\n\nNo verdict table here.\n", encoding="utf-8")
+    for name, text in BROKEN_PAGES.items():
+        (src / name).write_text(text, encoding="utf-8")
+    (src / "stderr.ipynb").write_text(_stderr_notebook(), encoding="utf-8")
+    toc = "format: jb-book\nroot: intro\nchapters:\n" + "".join(
+        f"  - file: {Path(n).stem}\n" for n in [*BROKEN_PAGES, "stderr.ipynb"]
+    )
+    (src / "_toc.yml").write_text(toc, encoding="utf-8")
+    # not strict: the pages are broken on purpose
+    return book.build_html(src, strict=False, output_dir=src / "out")
+
+
+def _problems(html: Path, doc: str, driver: object) -> dict[str, list[str]]:
+    state = layout_state(driver, (html / f"{doc}.html").resolve())
+    return {check.__name__: check(doc, state) for check in PAGE_CHECKS} | {
+        "badge_problems": badge_problems(doc, state, 1),
+    }
+
+
+def test_checks_pass_a_clean_page(broken_book: Path, driver: object) -> None:
+    found = _problems(broken_book, "good", driver)
+    assert not any(v for k, v in found.items() if k != "badge_problems"), found
+    # typeset math on a clean page is not raw math
+    assert driver.execute_script("return document.querySelectorAll('mjx-container').length") > 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("doc", "check"),
+    [
+        ("rawmath", "raw_math_problems"),
+        ("stderr", "stderr_problems"),
+        ("wide", "overflow_problems"),
+        ("intro", "badge_problems"),
+    ],
+)
+def test_checks_catch_a_broken_page(broken_book: Path, driver: object, doc: str, check: str) -> None:
+    found = _problems(broken_book, doc, driver)
+    assert found[check], f"{check} missed what {doc}.html breaks: {found}"
+    others = {k: v for k, v in found.items() if v and k not in (check, "badge_problems")}
+    assert not others, f"{doc}.html should break only {check}: {others}"
+
+
+def test_pages_load_mathjax_from_the_site_and_chapters_offer_their_notebook(built: tuple[Path, Path]) -> None:
+    """Offline math: every page loads MathJax from ``_static/mathjax`` (present in the site), none from a CDN;
+    every chapter page links its executed ``.ipynb`` for download, and no page has a launch (Binder/Colab)
+    button, which could not run the book."""
+    root, html = built
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    problems = []
+    n_local = 0
+    for doc in book.toc_pages(root):
+        text = (html / f"{doc}.html").read_text(encoding="utf-8")
+        scripts = re.findall(r'<script[^>]+src="([^"]*mathjax[^"]*)"', text, flags=re.IGNORECASE)
+        # Sphinx loads MathJax only on pages with math
+        n_local += bool(scripts)
+        if any("://" in s or not s.endswith("_static/mathjax/tex-chtml.js") for s in scripts):
+            problems.append(f"{doc}: MathJax scripts {scripts}")
+        if doc.startswith(f"{book.CHAPTER_DIR}/") and f'_sources/{doc}.ipynb"' not in text:
+            problems.append(f"{doc}: no download link to its .ipynb")
+        if re.search(r'class="[^"]*(binder|colab|jupyterhub)-button', text):
+            problems.append(f"{doc}: a launch button")
+    assert not problems, "\n".join(problems)
+    assert n_local, "no page loads MathJax"

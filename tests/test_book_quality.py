@@ -124,3 +124,95 @@ def test_strict_html_build_turns_warnings_into_errors(monkeypatch: pytest.Monkey
     assert calls[0][calls[0].index("--path-output") + 1] == str(tmp_path / "out")
     book.build_html(tmp_path, strict=False)
     assert "-W" not in calls[1]
+
+
+# ---------------------------------------------------------------------------------------------- tidy outputs
+
+def _messy_notebook(root: Path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata[book.STAMP_KEY] = {"source_sha": "abc", "params": {"model": "m"}, "code_version": "v"}
+    out = nbformat.v4.new_output
+    nb.cells = [
+        nbformat.v4.new_code_cell('model = "m"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell('# Parameters\nmodel = "m"\n', metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("work()", outputs=[
+            out("stream", name="stderr", text="/x/.venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning\n"),
+            out("stream", name="stdout", text="\rLoading weights:  50%|█████     | 1/2 [00:00<00:00, 9.1it/s]"),
+            out("stream", name="stdout", text="trained in 3 s\r\n"),
+            out("display_data", data={
+                "text/html": "<table><tr><td>NaN</td><td>1.0</td><td>&lt;NA&gt;</td></tr></table>",
+                "text/plain": f"saved to {root}/results/x.json and /root/.cache/ltv-book/y",
+                "image/png": "iVBORw0KGgo=",
+            }),
+            out("error", ename="E", evalue="e",
+                traceback=["File /opt/env/lib/python3.12/site-packages/torch/nn.py, line 3"]),
+        ]),
+        nbformat.v4.new_code_cell("show()", metadata={"tags": ["remove-input"]}),
+        nbformat.v4.new_markdown_cell("Text stays."),
+    ]
+    return nb
+
+
+def test_tidy_notebook_cleans_outputs_and_folds_inputs(tmp_path: Path) -> None:
+    import copy
+
+    nb = _messy_notebook(tmp_path)
+    meta = copy.deepcopy(nb.metadata)
+    book.tidy_notebook(nb, roots=[tmp_path])
+    params, injected, work, shown, text = nb.cells
+    assert "remove-cell" in params.metadata.tags, "the defaults cell is dropped when papermill injected values"
+    assert "hide-input" not in injected.metadata.tags, "the values the run used stay visible, once"
+    assert work.metadata.tags == ["hide-input"]
+    assert shown.metadata.tags == ["remove-input"], "a cell that already decides its input is left alone"
+    assert "tags" not in text.metadata
+    kinds = [(o.output_type, o.get("name")) for o in work.outputs]
+    assert kinds == [("stream", "stdout"), ("display_data", None), ("error", None)], kinds
+    assert work.outputs[0].text == "trained in 3 s\r\n", "a Windows line end is no progress bar"
+    data = work.outputs[1].data
+    assert "NaN" not in data["text/html"] and "NA&gt;" not in data["text/html"]
+    assert data["text/html"].count(f">{book.NA_DASH}</td>") == 2 and "<td>1.0</td>" in data["text/html"]
+    assert data["text/plain"] == "saved to ./results/x.json and ~/.cache/ltv-book/y"
+    assert data["image/png"] == "iVBORw0KGgo="
+    assert work.outputs[2].traceback == ["File <site-packages>/torch/nn.py, line 3"]
+    assert nb.metadata == meta, "the stamp and all notebook metadata stay as they were"
+    again = book.tidy_notebook(copy.deepcopy(nb), roots=[tmp_path])
+    assert again == nb, "tidy is idempotent"
+
+
+def test_tidy_file_keeps_the_stamp_and_reports_changes(tmp_path: Path) -> None:
+    import nbformat
+
+    path = tmp_path / "ch.ipynb"
+    nbformat.write(_messy_notebook(tmp_path), path)
+    stamp = book.read_stamp(path)
+    assert book.tidy_file(path, roots=[tmp_path]) is True
+    assert book.read_stamp(path) == stamp
+    assert book.tidy_file(path, roots=[tmp_path]) is False
+    assert "stderr" not in path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("chapter", book.read_chapters(ROOT), ids=[c.name for c in book.read_chapters(ROOT)])
+def test_committed_notebooks_are_tidy(chapter: book.Chapter) -> None:
+    """What `python -m ltvlib.book tidy` (and every execution) leaves: nothing for it to change, and no stderr,
+    progress bar or absolute path in any output."""
+    if not chapter.ipynb.exists():
+        pytest.skip(f"{chapter.ipynb.name} not committed yet")
+    text = chapter.ipynb.read_text(encoding="utf-8")
+    tidied = jupytext.writes(book.tidy_notebook(jupytext.reads(text, fmt="ipynb")), fmt="ipynb")
+    assert tidied == text, f"run `python -m ltvlib.book tidy --chapters {chapter.name[:2]}`"
+    outputs = json.dumps([c.get("outputs", []) for c in json.loads(text)["cells"]])
+    for needle in ("site-packages", "Loading weights", "/root/", str(Path.home()) + "/", str(ROOT)):
+        assert needle not in outputs, f"{needle!r} in an output of {chapter.ipynb.name}"
+
+
+def test_landing_page_verdict_table_has_one_badge_and_link_per_claim() -> None:
+    from ltvlib.scorecard import load_sheets
+
+    claims = [c for s in load_sheets(ROOT) for c in s.claims]
+    table = book.verdict_table_markdown(ROOT)
+    assert table.count("{verdict}`") == len(claims) > 0
+    for c in claims:
+        assert f"<{c.evidence}>`" in table, f"no link to {c.evidence}"
+    assert book.verdict_slug("not reproduced") == "not-reproduced"
