@@ -86,7 +86,8 @@ def _fake_vectors(lm):
     zero = torch.randn(lm.n_layers, lm.d_model, generator=g)
     tv = VanillaTaskVector(icl, zero, lm.name, "antonym", VanillaTVConfig())
     fv = FunctionVector(torch.randn(lm.d_model, generator=g), ((0, 0),), 0, torch.zeros(lm.n_layers, 4),
-                        torch.zeros(lm.n_layers, 4, 16), lm.name, "antonym", FunctionVectorConfig())
+                        torch.zeros(lm.n_layers, 4, 16), torch.zeros(lm.n_layers, 4, lm.d_model), lm.name, "antonym",
+                        FunctionVectorConfig())
     return tv, fv
 
 
