@@ -300,3 +300,19 @@ def test_seconds_include_building_the_prompts_and_the_first_validation(llama, mo
     ltv = train_ltv(llama, "antonym", layers=[1], recipe=with_config(FAST_RECIPE, epochs=0), splits=_splits(),
                     progress=False)
     assert ltv.seconds >= 0.3
+
+
+@pytest.mark.realmodel
+def test_the_reference_rms_is_smollm2s_middle_layer_on_antonym_training_prompts():
+    """FAST_REFERENCE_RMS is a measurement: the fast recipe takes its tuned absolute steps (lr 0.1) at SmolLM2's
+    layer 15, within 1 %."""
+    from ltvlib.models import load_model
+    from ltvlib.stream_scale import site_stream_rms
+
+    lm = load_model("smollm2-135m", device="cpu")
+    splits = load_splits("antonym", seed=0)
+    (rms,) = site_stream_rms(lm, splits.task, splits.train, [15], [-1])
+    assert rms == pytest.approx(FAST_REFERENCE_RMS, rel=0.01)
+    (first,) = site_stream_rms(lm, splits.task, splits.train, [0], [-1])
+    (last,) = site_stream_rms(lm, splits.task, splits.train, [lm.n_layers - 1], [-1])
+    assert last > 100 * first  # the range a single absolute learning rate cannot serve
