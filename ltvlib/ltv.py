@@ -60,7 +60,7 @@ class TrainConfig:
             the split is smaller.
         init_range: vectors start from U(-init_range, init_range) (with ``relative_to_stream``: times the
             stream RMS at each vector's site).
-        patience: stop after this many epochs without a better validation accuracy; the best vector is kept.
+        patience: stop after this many epochs without a better validation score; the best vector is kept.
         patience_after_gain: start counting those epochs only once validation accuracy has beaten the starting
             vector's (with short epochs, a task whose accuracy stays at 0 for the first few steps would
             otherwise stop before it starts learning).
@@ -124,8 +124,8 @@ FAST_RECIPE = TrainConfig(
     patience_after_gain=True, val_queries=200, relative_to_stream=True,
 )
 """Ours: batches of 16 with a larger learning rate, relative to the stream (lr and init 0.1 / 6.15 = 0.0163
-times the stream RMS at each vector's site, :data:`FAST_REFERENCE_RMS`),  at most 8 epochs of 128 queries (64 steps, 1,024 samples
-against the paper's 1,000), cached prompt prefixes and early blocks skipped; the same initialisation,
+times the stream RMS at each vector's site, :data:`FAST_REFERENCE_RMS`), at most 8 epochs of 128 queries
+(64 steps, 1,024 samples against the paper's 1,000), cached prompt prefixes and early blocks skipped; the same initialisation,
 AdamW, linear decay and early stopping (patience 2) as the paper's recipe, except that patience starts
 counting once validation accuracy has beaten the starting vector's, and that early stopping looks at the
 first 200 validation queries (the paper's recipe looks at all 400: computing each validation prompt once
