@@ -23,12 +23,15 @@ same way:
 prefixes, single-token passes from a middle block, the site table's norm and embedding conventions) give
 the model's own forward pass.
 
-**The LTV's step size.** The fast recipe was tuned on SmolLM2-135M, whose residual stream has an RMS of about 6
-per coordinate at its middle layer; Gemma-3-270M's is about 28 times larger there, and with the same learning
-rate its LTV stays too small to move the output (``cpu`` profile, Antonym: 2 % test accuracy, against 42.5 %
-with the scaled recipe and 0 % zero-shot). :func:`ltv_profile` scales the recipe's learning rate and initial
-range by that ratio (:func:`recipe_scale`, exactly 1 on SmolLM2, so its vectors are the other chapters'); the
-chapter shows the unscaled recipe beside it on the profile's ``unscaled_tasks``.
+**The LTV's step size.** The fast recipe's steps are relative to the residual stream
+(``TrainConfig.relative_to_stream``): the trainer scales each vector's learning rate and initial range by the
+stream's RMS at its own site (:mod:`ltvlib.stream_scale`), on every model and at every layer alike, so this
+module scales nothing itself (:func:`ltv_profile` returns the profile as it is). Gemma-3-270M's stream is about
+28 times SmolLM2-135M's at the middle layer; with SmolLM2's absolute numbers its LTV stays too small to move
+the output (``cpu`` profile, Antonym: 2 % test accuracy, against 42.5 % with scaled steps and 0 % zero-shot).
+:func:`stream_rms` and :func:`recipe_scale` describe that ratio; :func:`middle_layer_results` can train the
+recipe's absolute form at the reference stream (:func:`unscaled_recipe`) beside it, to show what the scaling
+does.
 
 Sliding-window attention (Gemma 3: 512 tokens) limits the cached-prefix paths to prompts shorter than the
 window (:func:`ltvlib.prefix.forward_tokens` refuses longer ones). ICL references then fall back on full
@@ -52,7 +55,7 @@ from .experiments_extracted import extracted_curve, ltv_layers
 from .inject import VectorEdit, inject, record_residual
 from .key_heads import LastTokenRunner, key_head_experiment
 from .linearity import ShiftProbe, final_norm, linearity_plan, profile_linearity, record_final_norm_input
-from .ltv import TrainConfig, with_config
+from .ltv import FAST_REFERENCE_RMS, TrainConfig, absolute_recipe
 from .profiles import Profile, sweep_layers
 from .prompts import answer_ids, encode_prompts, pad_left
 from .runner import PromptRunner
@@ -175,10 +178,9 @@ def sweep_ltv_layers(lm: Any, profile: Profile, task: str) -> list[int]:
 # -------------------------------------------------------------------------------------------------------------
 # The step size of the LTV recipe, relative to the residual stream
 
-REFERENCE_STREAM_RMS = 6.15
-"""RMS per coordinate of the residual stream entering block 15 of SmolLM2-135M at the last token of the first 32
-Antonym test prompts (zero-shot), measured by :func:`stream_rms`: where the fast recipe (``ltvlib.ltv.FAST_RECIPE``)
-was tuned."""
+REFERENCE_STREAM_RMS = FAST_REFERENCE_RMS
+"""The stream RMS where the fast recipe's absolute numbers were tuned (SmolLM2-135M, block 15, last token:
+:data:`ltvlib.ltv.FAST_REFERENCE_RMS`); the fast recipe's relative numbers are those divided by it."""
 
 
 @torch.no_grad()
@@ -204,7 +206,8 @@ little)."""
 def recipe_scale(lm: Any) -> float:
     """How much larger the residual stream is at ``lm``'s middle layer than at the fast recipe's tuning point
     (:data:`REFERENCE_STREAM_RMS`), to two significant digits; exactly 1 when the ratio is within
-    :data:`SCALE_TOLERANCE` of 1."""
+    :data:`SCALE_TOLERANCE` of 1. A description only: the trainer scales each vector by its own site's RMS
+    (``TrainConfig.relative_to_stream``)."""
     return scale_for(stream_rms(lm, [lm.middle_layer])[lm.middle_layer])
 
 
@@ -218,26 +221,21 @@ def scale_for(rms: float) -> float:
     return float(f"{ratio:.2g}")
 
 
-def scaled_recipe(recipe: TrainConfig, scale: float) -> TrainConfig:
-    """``recipe`` with its learning rate and initial range multiplied by ``scale`` (the same recipe when 1).
-
-    Adam moves every coordinate by about the learning rate per step whatever the gradient's size, so with a
-    fixed learning rate an LTV can reach at most about ``lr * steps / 2`` per coordinate (linear decay). That
-    suits a model whose residual stream has the reference's size; in a stream ``scale`` times larger the same
-    vector is ``scale`` times smaller relative to it. Multiplying the learning rate and the initialisation by
-    ``scale`` gives the same *relative* steps (Adam's update is otherwise scale-free)."""
-    if not scale > 0:
-        raise ValueError(f"the scale must be positive, got {scale}")
-    if scale == 1:
-        return recipe
-    return with_config(recipe, lr=recipe.lr * scale, init_range=recipe.init_range * scale)
+def unscaled_recipe(recipe: TrainConfig) -> TrainConfig:
+    """A stream-relative ``recipe`` as the absolute numbers it takes at the reference stream
+    (:data:`REFERENCE_STREAM_RMS`): for the fast recipe, lr 0.1 and init 0.1 at every layer of every model,
+    the book's recipe before its steps became relative. An absolute recipe is returned as it is."""
+    return absolute_recipe(recipe, REFERENCE_STREAM_RMS)
 
 
 def ltv_profile(profile: Profile, scale: float) -> Profile:
-    """``profile`` whose LTVs are trained with :func:`scaled_recipe` (``profile`` itself when ``scale`` is 1:
-    same cache entries as the other chapters)."""
-    recipe = scaled_recipe(profile.recipe, scale)
-    return profile if recipe == profile.recipe else replace(profile, recipe=recipe)
+    """``profile`` itself, whatever ``scale`` (which must be positive): kept for chapter 08, which passes
+    :func:`recipe_scale`. The step sizes now follow the stream inside the trainer
+    (``TrainConfig.relative_to_stream``), per vector and per layer, so scaling the recipe here as well
+    would scale it twice."""
+    if not scale > 0:
+        raise ValueError(f"the scale must be positive, got {scale}")
+    return profile
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -285,9 +283,11 @@ def middle_layer_results(
     """Chapter 01's middle-layer row of one task, in percent.
 
     Args:
-        profile: sizes, and the recipe of the LTV (``ltv``), e.g. from :func:`ltv_profile`.
-        book_recipe: the recipe of a second LTV (``ltv_book``), typically the book's unscaled one; equal to
-            ``profile.recipe``: the same vector; None: none (``ltv_book`` and ``ltv_book_norm`` are None).
+        profile: sizes, and the recipe of the LTV (``ltv``).
+        book_recipe: the recipe of a second LTV (``ltv_book``) trained without stream scaling: a
+            stream-relative recipe is trained as :func:`unscaled_recipe` (its absolute numbers at the reference
+            stream); equal to ``profile.recipe`` after that: the same vector; None: none (``ltv_book`` and
+            ``ltv_book_norm`` are None).
 
     Returns:
         ``{"zero-shot", "<k>-shot ICL" (each of the profile's shot counts), "ltv", "ltv_book", "vanilla_tv",
@@ -305,6 +305,7 @@ def middle_layer_results(
     ltv = profile_ltv(lm, task, profile, layers=[mid], seed=seed)
     out["ltv"] = 100 * ltv_accuracy(lm, ltv, profile, seed=seed)["accuracy"]
     out["ltv_steps"], out["ltv_norm"] = ltv.steps, float(ltv.vectors.norm())
+    book_recipe = None if book_recipe is None else unscaled_recipe(book_recipe)
     if book_recipe is None:
         out["ltv_book"] = out["ltv_book_norm"] = None
     elif book_recipe == profile.recipe:
@@ -586,9 +587,9 @@ __all__ = [
     "plan_tasks",
     "recipe_scale",
     "scale_for",
-    "scaled_recipe",
     "stream_rms",
     "sweep_ltv_layers",
     "sweep_results",
     "table_layers",
+    "unscaled_recipe",
 ]

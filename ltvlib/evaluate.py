@@ -2,7 +2,8 @@
 
 The paper's metric: the argmax over the whole vocabulary at the last prompt position equals the first
 token of the gold answer. For classification tasks, the label-restricted accuracy (argmax over the first
-tokens of the label words only) is reported beside it. Per-example predictions are kept.
+tokens of the label words only) and the balanced accuracy (the mean over the gold labels present of the
+first-token accuracy on that label's examples) are reported beside it. Per-example predictions are kept.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ class EvalResult:
     Attributes:
         accuracy: first-token accuracy over the full vocabulary, in [0, 1].
         label_accuracy: accuracy restricted to the label set (classification tasks), else None.
+        balanced_accuracy: classification tasks: the mean over the gold labels present of the first-token
+            accuracy (full vocabulary) on that label's examples, i.e. the mean per-label recall, so a
+            constant prediction scores ``1 / labels present`` whatever the pool's balance; else None.
         predicted: decoded top-1 token per example.
         correct: per-example correctness (full vocabulary).
         label_predicted: predicted label word per example (classification), else None.
@@ -39,6 +43,7 @@ class EvalResult:
     correct: list[bool]
     label_predicted: list[str] | None
     gold_prob: list[float]
+    balanced_accuracy: float | None = None
 
     @property
     def n(self) -> int:
@@ -153,9 +158,10 @@ def evaluate(
                 for r, t in zip(rows, last[:, evalset.label_first].argmax(-1).tolist()):
                     label_pred[r] = t
     correct = [t == g for t, g in zip(top, evalset.gold_first)]
-    label_accuracy = None
+    label_accuracy = balanced = None
     label_words = None
     if evalset.label_first is not None:
+        balanced = balanced_accuracy(correct, [e.output for e in evalset.examples])
         labels = evalset.task.labels
         assert labels is not None
         label_words = [labels[i] for i in label_pred]
@@ -167,4 +173,19 @@ def evaluate(
         correct=correct,
         label_predicted=label_words,
         gold_prob=gold_p,
+        balanced_accuracy=balanced,
     )
+
+
+def balanced_accuracy(correct: Sequence[bool], gold: Sequence[str]) -> float:
+    """Mean over the distinct ``gold`` labels of the fraction of that label's examples that are ``correct``.
+
+    Raises:
+        ValueError: empty or mismatched inputs.
+    """
+    if not correct or len(correct) != len(gold):
+        raise ValueError(f"balanced accuracy needs as many gold labels as results, got {len(gold)} and {len(correct)}")
+    per_label: dict[str, list[bool]] = {}
+    for c, g in zip(correct, gold):
+        per_label.setdefault(g, []).append(bool(c))
+    return sum(sum(v) / len(v) for v in per_label.values()) / len(per_label)

@@ -147,12 +147,16 @@ def initial_vectors(ltv: LearnedTaskVector) -> Tensor:
     """The random vectors an LTV started from, ``(n_sites, d_model)``.
 
     :func:`ltvlib.ltv.train_ltv` draws them as ``U(-r, r)`` from ``torch.Generator().manual_seed(seed)``
-    with ``r = config.init_range`` (its first random draw); ``tests/test_generalization.py`` checks that this
-    matches by training with a zero learning rate.
+    with ``r`` the row's ``effective_init`` (the recipe's ``init_range``, times the stream RMS at the row's site
+    for a stream-relative recipe; ``config.init_range`` for files that predate it), row by row as the trainer
+    does (its first random draw); ``tests/test_generalization.py`` checks that this matches by training with a
+    zero learning rate.
     """
     gen = torch.Generator().manual_seed(ltv.seed)
     n, d = ltv.vectors.shape
-    return (torch.rand(n, d, generator=gen) * 2 - 1) * ltv.config.init_range
+    draw = torch.rand(n, d, generator=gen) * 2 - 1
+    ranges = ltv.effective_init or (ltv.config.init_range,) * n
+    return torch.stack([draw[i] * r for i, r in enumerate(ranges)])
 
 
 def cosine_matrix(x: Tensor) -> Tensor:

@@ -10,7 +10,13 @@ Two recipes (:data:`PAPER_RECIPE`, :data:`FAST_RECIPE`):
 - ``paper``: the authors' released recipe, batch 1, full forward per step (see the config's docstring).
 - ``fast`` (default): batches of 16 and, when every position is at the end of the prompt, the prompt
   prefix is cached (:mod:`ltvlib.runner`) so each step only runs the last tokens; the gradient is the
-  full forward's (tested).
+  full forward's (tested). Its learning rate and initial range are *relative to the stream*: multiples of
+  the RMS of the residual stream at each vector's site (:mod:`ltvlib.stream_scale`), so the same recipe
+  takes steps of the same relative size at every layer and on every model.
+
+A result records whether it trained: the starting vector's validation score, the steps to the best one and
+``trained`` (the best strictly above the start). Classification tasks stop early on balanced accuracy
+(``TrainConfig.early_stopping``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,10 @@ from .inject import VectorEdit, resolve_positions
 from .prompts import answer_ids, encode_prompts, sample_demos
 from .runner import PromptRunner, tail_needed
 from .sites import check_layer
+from .stream_scale import site_stream_rms
 from .tasks import Example, Task, TaskSplits, get_task, load_splits
+
+EARLY_STOPPING = ("auto", "accuracy", "balanced_accuracy")
 
 
 @dataclass(frozen=True)
@@ -42,14 +51,16 @@ class TrainConfig:
 
     Attributes:
         recipe: ``"paper"`` or ``"fast"`` (a label; the fields below define the recipe).
-        lr: peak AdamW learning rate, decayed linearly to 0 over all steps.
+        lr: peak AdamW learning rate, decayed linearly to 0 over all steps (with ``relative_to_stream``: a
+            multiple of the stream RMS at each vector's site).
         weight_decay: AdamW weight decay.
         batch_size: queries per step.
         epochs: maximum number of epochs.
         samples_per_epoch: queries drawn per epoch: shuffled passes over the training split, repeated if
             the split is smaller.
-        init_range: vectors start from U(-init_range, init_range).
-        patience: stop after this many epochs without a better validation accuracy; the best vector is kept.
+        init_range: vectors start from U(-init_range, init_range) (with ``relative_to_stream``: times the
+            stream RMS at each vector's site).
+        patience: stop after this many epochs without a better validation score; the best vector is kept.
         patience_after_gain: start counting those epochs only once validation accuracy has beaten the starting
             vector's (with short epochs, a task whose accuracy stays at 0 for the first few steps would
             otherwise stop before it starts learning).
@@ -58,6 +69,15 @@ class TrainConfig:
         demo_sets: with k-shot training prompts, the number of fixed demonstration blocks a step draws from.
         val_queries: early stopping looks at the first this-many validation queries (None: all of them).
         max_loss: a loss above this (or NaN/inf) stops training with an error.
+        relative_to_stream: ``lr`` and ``init_range`` are multiples of the RMS per coordinate of the residual
+            stream at each vector's site (:func:`ltvlib.stream_scale.site_stream_rms`: block input, the trained
+            position, zero-shot training prompts, no vector); each vector gets its own AdamW parameter group,
+            all decayed by the same linear schedule. False: absolute numbers (the released recipe).
+        early_stopping: the validation score that picks the kept vector and counts patience:
+            ``"accuracy"`` (first-token accuracy), ``"balanced_accuracy"`` (the mean of per-label recall over
+            the labels present, :attr:`ltvlib.evaluate.EvalResult.balanced_accuracy`: a vector that predicts
+            the majority label of a skewed validation pool does not score above one that separates the labels)
+            or ``"auto"`` (default): balanced accuracy for classification tasks, accuracy for generation tasks.
     """
 
     recipe: str
@@ -73,22 +93,39 @@ class TrainConfig:
     max_loss: float = 1e4
     patience_after_gain: bool = False
     val_queries: int | None = None
+    relative_to_stream: bool = False
+    early_stopping: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.early_stopping not in EARLY_STOPPING:
+            raise ValueError(f"unknown early_stopping {self.early_stopping!r}; allowed: {', '.join(EARLY_STOPPING)}")
 
 
 PAPER_RECIPE = TrainConfig(
     recipe="paper", lr=5e-3, weight_decay=0.01, batch_size=1, epochs=10, samples_per_epoch=100,
-    init_range=0.1, patience=2, prefix_cache=False,
+    init_range=0.1, patience=2, prefix_cache=False, early_stopping="accuracy",
 )
 """The released recipe (github.com/HLYang2001/Learned_TV, as summarised in the book's notes): U(-0.1, 0.1)
 init, AdamW lr 5e-3 (the paper's text says 1e-3) with weight decay 0.01, batch 1, at most 10 epochs of 100
-sampled queries, linear decay stepped per sample, early stopping with patience 2 on validation accuracy."""
+sampled queries, linear decay stepped per sample, early stopping with patience 2 on validation accuracy
+(``early_stopping="accuracy"``: the released code compares plain accuracy). Its numbers are absolute at
+every layer and on every model."""
+
+FAST_REFERENCE_RMS = 6.15
+"""RMS per coordinate of SmolLM2-135M's residual stream entering block 15 (the middle layer) at the last token,
+where the fast recipe's absolute numbers (lr 0.1, init 0.1) were tuned: 6.15 on the first 32 zero-shot Antonym
+test prompts (chapter 08's reference); :func:`ltvlib.stream_scale.site_stream_rms` gives 6.14 on the first 32
+Antonym training prompts of the default split (TREC 5.92, Capitalize 6.20, SST-2 5.79). :data:`FAST_RECIPE`
+divides those numbers by it, so it takes the same steps as before there (e.g. lr 0.0998 on Antonym)."""
 
 FAST_RECIPE = TrainConfig(
-    recipe="fast", lr=0.1, weight_decay=0.01, batch_size=16, epochs=8, samples_per_epoch=128,
-    init_range=0.1, patience=2, prefix_cache=True, patience_after_gain=True, val_queries=200,
+    recipe="fast", lr=0.1 / FAST_REFERENCE_RMS, weight_decay=0.01, batch_size=16, epochs=8,
+    samples_per_epoch=128, init_range=0.1 / FAST_REFERENCE_RMS, patience=2, prefix_cache=True,
+    patience_after_gain=True, val_queries=200, relative_to_stream=True,
 )
-"""Ours: batches of 16 with a larger learning rate, at most 8 epochs of 128 queries (64 steps, 1,024 samples
-against the paper's 1,000), cached prompt prefixes and early blocks skipped; the same initialisation,
+"""Ours: batches of 16 with a larger learning rate, relative to the stream (lr and init 0.1 / 6.15 = 0.0163
+times the stream RMS at each vector's site, :data:`FAST_REFERENCE_RMS`), at most 8 epochs of 128 queries
+(64 steps, 1,024 samples against the paper's 1,000), cached prompt prefixes and early blocks skipped; the same initialisation,
 AdamW, linear decay and early stopping (patience 2) as the paper's recipe, except that patience starts
 counting once validation accuracy has beaten the starting vector's, and that early stopping looks at the
 first 200 validation queries (the paper's recipe looks at all 400: computing each validation prompt once
@@ -96,8 +133,10 @@ costs about a fifth of a fast run). Chosen on SmolLM2-135M at layer 15:
 among batch 16/32, 64-320 queries per epoch and 5-10 epochs (lr 0.1 chosen earlier among 0.02-0.2), the
 cheapest settings within two points of the paper recipe on Antonym (16 x 64 x 8) stalled on TREC (3.8 %
 test against 41.5 % for this one), so this one spends twice the samples. Each query's prefix is computed
-once, on first use, so the cost is dominated by the number of distinct queries seen.
-``bench/train_recipes.py`` and ``bench/recipe_grid.py`` compare recipes side by side."""
+once, on first use, so the cost is dominated by the number of distinct queries seen. Early stopping looks at
+balanced accuracy for classification tasks (``early_stopping="auto"``).
+``bench/train_recipes.py`` and ``bench/recipe_grid.py`` compare recipes side by side;
+``bench/layer_recipes.py`` across layers and models."""
 
 
 RECIPES = {"paper": PAPER_RECIPE, "fast": FAST_RECIPE}
@@ -126,9 +165,19 @@ class LearnedTaskVector:
         layers, positions: the grid of sites.
         model, task, recipe, seed, shots: provenance.
         config: the training config.
-        curve: one record per step (``step``, ``loss``, ``lr``) and per epoch (``epoch``, ``val_accuracy``).
-        best_val_accuracy: validation accuracy of the kept vector.
-        steps: optimiser steps taken; seconds: wall time of training.
+        curve: one record per step (``step``, ``loss``, ``lr``: the first vector's effective learning rate)
+            and per epoch (``epoch``, ``val_accuracy``, ``val_balanced_accuracy``, ``val_score``).
+        best_val_accuracy: validation accuracy of the kept vector; start_val_accuracy: of the starting one.
+        val_metric: the score early stopping compared (``"accuracy"`` or ``"balanced_accuracy"``);
+            best_val_score, start_val_score: that score for the kept and the starting vector.
+        steps_to_best: optimiser steps taken when the kept vector was reached (0: the starting vector).
+        trained: whether the kept vector's validation score is strictly above the starting vector's; False
+            means the result *is* the random starting vector and must not be reported as a learned one.
+            None: unknown (a file that predates these fields and has no curve).
+        stream_rms: per row of ``vectors``, the stream RMS its steps were scaled by (None: absolute recipe).
+        effective_lr, effective_init: per row, the peak learning rate and initial range actually used.
+        steps: optimiser steps taken; seconds: wall time of :func:`train_ltv`, including building the
+            prompt caches, measuring the stream and every validation pass.
     """
 
     vectors: Tensor
@@ -144,6 +193,15 @@ class LearnedTaskVector:
     best_val_accuracy: float = float("nan")
     steps: int = 0
     seconds: float = 0.0
+    start_val_accuracy: float = float("nan")
+    val_metric: str = "accuracy"
+    best_val_score: float = float("nan")
+    start_val_score: float = float("nan")
+    steps_to_best: int | None = None
+    trained: bool | None = None
+    stream_rms: tuple[float, ...] | None = None
+    effective_lr: tuple[float, ...] = ()
+    effective_init: tuple[float, ...] = ()
 
     def edits(self, scale: float = 1.0) -> list[VectorEdit]:
         """The vectors as injections (optionally scaled)."""
@@ -164,15 +222,42 @@ class LearnedTaskVector:
 
     @classmethod
     def load(cls, path: str | Path) -> LearnedTaskVector:
+        """Read a file written by :meth:`save`.
+
+        Files written before a result said whether it trained lack ``start_val_accuracy``, ``steps_to_best``
+        and ``trained``: they are derived from the stored curve, exactly, since those runs stopped on plain
+        accuracy and kept the first epoch that beat every earlier one (``trained=None`` when the curve is
+        empty). Their configs predate ``relative_to_stream`` and ``early_stopping``: absolute numbers and
+        plain accuracy, as they were trained.
+        """
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as f:
             meta = json.loads(f.metadata()["ltv"])
             vectors = f.get_tensor("vectors")
+        meta["config"].setdefault("early_stopping", "accuracy")
         meta["config"] = TrainConfig(**meta["config"])
         meta["layers"] = tuple(meta["layers"])
         meta["positions"] = tuple(meta["positions"])
+        for name in ("stream_rms", "effective_lr", "effective_init"):
+            if meta.get(name) is not None:
+                meta[name] = tuple(meta[name])
+        if "trained" not in meta:
+            meta.update(_outcome_from_curve(meta.get("curve", [])))
         return cls(vectors=vectors, **meta)
+
+
+def _outcome_from_curve(curve: list[dict[str, float]]) -> dict[str, Any]:
+    """``start_val_accuracy``, ``steps_to_best`` and ``trained`` of a run that stopped on plain accuracy."""
+    epochs = [c for c in curve if "val_accuracy" in c]
+    if not epochs:
+        return {"trained": None}
+    start, best, at = epochs[0]["val_accuracy"], epochs[0]["val_accuracy"], 0
+    for c in epochs[1:]:
+        if c["val_accuracy"] > best:
+            best, at = c["val_accuracy"], int(c["step"])
+    return {"start_val_accuracy": start, "start_val_score": start, "best_val_score": best, "steps_to_best": at,
+            "trained": best > start, "val_metric": "accuracy"}
 
 
 def answer_loss(logits: Tensor, answers: Sequence[Sequence[int]], valid: Tensor) -> Tensor:
@@ -308,6 +393,7 @@ def train_ltv(
     """
     from tqdm import tqdm
 
+    start = time.perf_counter()
     task = get_task(task)
     config = resolve_recipe(recipe)
     layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
@@ -316,6 +402,7 @@ def train_ltv(
     train, val = list(splits.train), list(splits.validation)[: config.val_queries]
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
+    metric = validation_metric(config, task)
 
     tail = tail_needed(positions) if config.prefix_cache else None
     answers = answer_ids(lm.tokenizer, task, [e.output for e in train])
@@ -329,20 +416,36 @@ def train_ltv(
     val_set = _validation_set(lm, task, val, train, shots, n_sets, seed, tail, first)
     sampler = _BatchSampler(data.groups, rng)
 
-    params = (torch.rand(len(layers) * len(positions), lm.d_model, generator=gen) * 2 - 1) * config.init_range
-    params = params.to(lm.device).requires_grad_(True)
-    opt = torch.optim.AdamW([params], lr=config.lr, weight_decay=config.weight_decay)
+    rms = site_stream_rms(lm, task, train, layers, positions) if config.relative_to_stream else None
+    scales = rms or (1.0,) * (len(layers) * len(positions))
+    # The same draw for every recipe, then each row scaled to its site: an absolute recipe's vectors are
+    # bit-identical to those of the code before relative steps existed.
+    draw = torch.rand(len(scales), lm.d_model, generator=gen) * 2 - 1
+    params = [(draw[i] * (config.init_range * s)).to(lm.device).requires_grad_(True) for i, s in enumerate(scales)]
+    # One parameter group per vector, each with its own site's learning rate; LambdaLR decays all of them.
+    opt = torch.optim.AdamW([{"params": [p], "lr": config.lr * s} for p, s in zip(params, scales)],
+                            lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(config.samples_per_epoch / config.batch_size)
     total = config.epochs * steps_per_epoch
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / total))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / max(total, 1)))
 
-    def val_accuracy() -> float:
+    def current() -> Tensor:
+        return torch.stack([p.detach() for p in params])
+
+    def validate(epoch: int) -> float:
         with torch.no_grad():
-            return evaluate(val_set, _grid_edits(params.detach(), layers, positions)).accuracy
+            r = evaluate(val_set, _grid_edits(current(), layers, positions))
+        score = r.accuracy if metric == "accuracy" else r.balanced_accuracy
+        curve.append({"epoch": epoch, "val_accuracy": r.accuracy, "val_balanced_accuracy": r.balanced_accuracy,
+                      "val_score": score, "step": step})
+        accuracies[epoch] = r.accuracy
+        return score
 
-    best_acc, best = val_accuracy(), params.detach().clone()
-    curve: list[dict[str, float]] = [{"epoch": 0, "val_accuracy": best_acc}]
-    start, step, stale, gained = time.perf_counter(), 0, 0, False
+    curve: list[dict[str, float]] = []
+    accuracies: dict[int, float] = {}
+    step, stale, gained = 0, 0, False
+    start_score = best_score = validate(0)
+    best, best_epoch, best_step = current().clone(), 0, 0
     bar = tqdm(total=total, disable=not progress, desc=f"LTV {task.name} L{','.join(map(str, layers))}", leave=False)
     try:
         for epoch in range(1, config.epochs + 1):
@@ -366,11 +469,10 @@ def train_ltv(
                 step += 1
                 curve.append({"step": step, "loss": loss.item(), "lr": sched.get_last_lr()[0]})
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{best_acc:.2f}")
-            acc = val_accuracy()
-            curve.append({"epoch": epoch, "val_accuracy": acc, "step": step})
-            if acc > best_acc:
-                best_acc, best, stale, gained = acc, params.detach().clone(), 0, True
+                bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{best_score:.2f}")
+            score = validate(epoch)
+            if score > best_score:
+                best_score, best, best_epoch, best_step, stale, gained = score, current().clone(), epoch, step, 0, True
             elif gained or not config.patience_after_gain:
                 stale += 1
                 if stale >= config.patience:
@@ -380,8 +482,20 @@ def train_ltv(
     return LearnedTaskVector(
         vectors=best.cpu(), layers=layers, positions=positions, model=lm.name, task=task.name,
         recipe=config.recipe, seed=seed, shots=shots, config=config, curve=curve,
-        best_val_accuracy=best_acc, steps=step, seconds=time.perf_counter() - start,
+        best_val_accuracy=accuracies[best_epoch], steps=step, seconds=time.perf_counter() - start,
+        start_val_accuracy=accuracies[0], val_metric=metric, best_val_score=best_score, start_val_score=start_score,
+        steps_to_best=best_step, trained=best_score > start_score,
+        stream_rms=tuple(rms) if rms is not None else None,
+        effective_lr=tuple(config.lr * s for s in scales), effective_init=tuple(config.init_range * s for s in scales),
     )
+
+
+def validation_metric(config: TrainConfig, task: Task) -> str:
+    """The score early stopping compares: ``config.early_stopping``, with ``"auto"`` resolved to balanced
+    accuracy for classification tasks and accuracy for generation tasks."""
+    if config.early_stopping != "auto":
+        return config.early_stopping
+    return "balanced_accuracy" if task.kind == "classification" else "accuracy"
 
 
 def cached_ltv(
@@ -428,6 +542,15 @@ def cached_ltv(
     )
     ltv.save(path)
     return ltv
+
+
+def absolute_recipe(config: TrainConfig, rms: float = FAST_REFERENCE_RMS) -> TrainConfig:
+    """A stream-relative ``config`` as the absolute numbers it takes in a stream of RMS ``rms`` (default: where
+    the fast recipe was tuned, so ``absolute_recipe(FAST_RECIPE)`` has lr 0.1 and init 0.1); an absolute
+    config is returned as it is. For trainers that do not measure the stream (e.g. the PEFT comparison's)."""
+    if not config.relative_to_stream:
+        return config
+    return replace(config, lr=config.lr * rms, init_range=config.init_range * rms, relative_to_stream=False)
 
 
 def with_config(config: TrainConfig, **changes: Any) -> TrainConfig:

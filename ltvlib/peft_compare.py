@@ -67,7 +67,7 @@ from torch import Tensor
 from .cache import cache_path, cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
 from .inject import VectorEdit
-from .ltv import FAST_RECIPE, LearnedTaskVector, TrainConfig, answer_loss, train_ltv, with_config
+from .ltv import FAST_RECIPE, LearnedTaskVector, TrainConfig, absolute_recipe, answer_loss, train_ltv, with_config
 from .prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, pad_right, positions_from_mask
 from .runner import PromptRunner
 from .sites import check_layer
@@ -119,7 +119,7 @@ class Method:
 # are short (tens to a hundred steps): peft's prompt/prefix-tuning examples use 1e-2 to 3e-2, LoRA
 # fine-tunes 1e-4 to 1e-3 over thousands of steps; at 1e-3, rank-1 LoRA on SmolLM2 barely moved its loss in
 # the cpu profile's 16 steps (8.43 -> 8.39 on Antonym), so LoRA gets 1e-2.
-LTV_LR = FAST_RECIPE.lr
+LTV_LR = absolute_recipe(FAST_RECIPE).lr  # the fast recipe's steps are stream-relative; this trainer's are absolute
 PROMPT_LR = 3e-2
 PREFIX_LR = 3e-2
 LORA_LR = 1e-2
@@ -625,12 +625,12 @@ def compare_sizes(profile: Any) -> CompareSizes:
     budget)."""
     name = profile.name if hasattr(profile, "name") else str(profile)
     if name == "paper":
-        return CompareSizes(600, 400, None, FAST_RECIPE)
+        return CompareSizes(600, 400, None, absolute_recipe(FAST_RECIPE))
     if name == "cpu":
-        return CompareSizes(600, 24, 64, with_config(FAST_RECIPE, batch_size=8, samples_per_epoch=48, epochs=3),
+        return CompareSizes(600, 24, 64, with_config(absolute_recipe(FAST_RECIPE), batch_size=8, samples_per_epoch=48, epochs=3),
                             eval_batch=16)
     if name == "smoke":
-        return CompareSizes(16, 4, 4, with_config(FAST_RECIPE, batch_size=2, samples_per_epoch=4, epochs=1),
+        return CompareSizes(16, 4, 4, with_config(absolute_recipe(FAST_RECIPE), batch_size=2, samples_per_epoch=4, epochs=1),
                             memory=False)
     raise ValueError(f"unknown profile {name!r}; allowed: smoke, cpu, paper")
 

@@ -26,11 +26,11 @@ from ltvlib.across_models import (
     plan_tasks,
     recipe_scale,
     scale_for,
-    scaled_recipe,
     stream_rms,
     sweep_ltv_layers,
     sweep_results,
     table_layers,
+    unscaled_recipe,
 )
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
@@ -99,16 +99,20 @@ def test_linearity_layers_near_quarter_half_three_quarters():
     assert sweep_ltv_layers(Depth(18), get_profile("paper"), "trec") == list(range(18))
 
 
-def test_scaled_recipe_and_profile():
+def test_the_recipe_is_scaled_once_by_the_trainer_not_here():
     cpu = get_profile("cpu")
-    assert scaled_recipe(cpu.recipe, 1.0) is cpu.recipe
-    assert ltv_profile(cpu, 1.0) is cpu  # the reference model keeps the other chapters' cache entries
-    big = ltv_profile(cpu, 28.0)
-    assert big.recipe.lr == pytest.approx(28 * cpu.recipe.lr)
-    assert big.recipe.init_range == pytest.approx(28 * cpu.recipe.init_range)
-    assert big.name == cpu.name and big.n_train == cpu.n_train and big.recipe.batch_size == cpu.recipe.batch_size
+    # the fast recipe's steps follow the stream inside the trainer: the profile is never rescaled here
+    assert cpu.recipe.relative_to_stream
+    assert ltv_profile(cpu, 1.0) is cpu and ltv_profile(cpu, 28.0) is cpu
     with pytest.raises(ValueError, match="scale must be positive, got 0"):
-        scaled_recipe(cpu.recipe, 0.0)
+        ltv_profile(cpu, 0.0)
+    # the unscaled form: the fast recipe's absolute numbers at the reference stream (lr 0.1, init 0.1)
+    absolute = unscaled_recipe(cpu.recipe)
+    assert not absolute.relative_to_stream
+    assert absolute.lr == pytest.approx(0.1, rel=1e-12) and absolute.init_range == pytest.approx(0.1, rel=1e-12)
+    assert absolute.batch_size == cpu.recipe.batch_size and absolute.epochs == cpu.recipe.epochs
+    paper = get_profile("paper").recipe
+    assert unscaled_recipe(paper) is paper
 
 
 def test_stream_rms_and_recipe_scale(llama):
@@ -201,15 +205,19 @@ def test_summaries_equal_the_chapters_measurements(llama, cache):
     assert middle_layer_results(llama, "antonym", prof)["ltv_book"] is None  # no second recipe asked for
     row = middle_layer_results(llama, "antonym", prof, book_recipe=prof.recipe)
     ltv = profile_ltv(llama, "antonym", prof, layers=[mid])
-    assert row["ltv"] == row["ltv_book"] == 100 * ltv_accuracy(llama, ltv, prof)["accuracy"]
+    assert row["ltv"] == 100 * ltv_accuracy(llama, ltv, prof)["accuracy"]
     assert row["ltv_norm"] == pytest.approx(float(ltv.vectors.norm()))
-    # a second recipe gives a second vector
-    big = ltv_profile(prof, 3.0)
-    two = middle_layer_results(llama, "antonym", big, book_recipe=prof.recipe)
-    assert two["ltv_book"] == row["ltv"]
-    scaled = profile_ltv(llama, "antonym", big, layers=[mid])
-    assert two["ltv"] == 100 * ltv_accuracy(llama, scaled, big)["accuracy"]
-    assert two["ltv_norm"] == pytest.approx(float(scaled.vectors.norm())) != row["ltv_norm"]
+    # the book recipe, stream-relative, is trained in its unscaled (absolute) form: a second vector
+    unscaled = dataclasses.replace(prof, recipe=unscaled_recipe(prof.recipe))
+    book = profile_ltv(llama, "antonym", unscaled, layers=[mid])
+    assert book.stream_rms is None and book.effective_lr == (pytest.approx(0.1, rel=1e-12),)
+    assert row["ltv_book"] == 100 * ltv_accuracy(llama, book, unscaled)["accuracy"]
+    assert row["ltv_book_norm"] == pytest.approx(float(book.vectors.norm())) != row["ltv_norm"]
+    # an absolute profile recipe asked for again: the same vector
+    absolute = ltv_profile(unscaled, 3.0)
+    assert absolute is unscaled
+    two = middle_layer_results(llama, "antonym", absolute, book_recipe=absolute.recipe)
+    assert two["ltv"] == two["ltv_book"] == row["ltv_book"]
     layers = table_layers(llama, prof)
     for method in ("vanilla_tv", "vanilla_tv_difference", "function_vector"):
         curve = extracted_curve(llama, "antonym", prof, method, layers)

@@ -1,10 +1,12 @@
-"""Evaluation: first-token accuracy over the full vocabulary and over labels, per example, any grouping."""
+"""Evaluation: first-token accuracy over the full vocabulary and over labels, balanced accuracy, per example, any
+grouping."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.evaluate import EvalSet, balanced_accuracy, evaluate
 from ltvlib.inject import VectorEdit
 from ltvlib.prefix import forward_tokens
 from ltvlib.prompts import pad_left
@@ -59,3 +61,24 @@ def test_evaluate_is_deterministic(llama):
     b = evaluate(EvalSet(llama, "sst2", splits.test[:6], shots=2, demo_pool=splits.train, seed=1))
     assert a.to_dict() == b.to_dict()
     assert torch.isfinite(torch.tensor(a.gold_prob)).all()
+
+
+def test_balanced_accuracy_is_the_mean_recall_over_the_labels_present():
+    # a majority-label predictor on a 3:1 pool: 75 % accuracy, 50 % balanced
+    correct, gold = [True, True, True, False], ["pos", "pos", "pos", "neg"]
+    assert balanced_accuracy(correct, gold) == pytest.approx(0.5, abs=1e-15)
+    # three labels, recalls 1/2, 1 and 0 (a label with no examples never enters the mean)
+    correct = [True, False, True, True, False]
+    gold = ["a", "a", "b", "b", "c"]
+    assert balanced_accuracy(correct, gold) == pytest.approx((0.5 + 1.0 + 0.0) / 3, abs=1e-15)
+    assert balanced_accuracy([True] * 4, ["x", "y", "y", "y"]) == 1.0
+    with pytest.raises(ValueError, match="as many gold labels as results, got 1 and 2"):
+        balanced_accuracy([True, False], ["a"])
+
+
+def test_evaluate_reports_balanced_accuracy_for_classification_only(llama):
+    splits = load_splits("sst2", n_train=40, n_val=8)
+    examples = list(splits.test[:12])
+    r = evaluate(EvalSet(llama, "sst2", examples))
+    assert r.balanced_accuracy == pytest.approx(balanced_accuracy(r.correct, [e.output for e in examples]), abs=1e-15)
+    assert evaluate(EvalSet(llama, "antonym", load_splits("antonym").test[:4])).balanced_accuracy is None

@@ -1,6 +1,9 @@
-"""LTV training: both recipes lower the loss, seeds are reproducible, results round-trip, errors are loud."""
+"""LTV training: both recipes lower the loss, the default at the first and the last layer alike; step sizes follow
+the stream; a result says whether it trained; seeds are reproducible, results round-trip, errors are loud."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
@@ -8,10 +11,13 @@ import torch
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.ltv import (
     FAST_RECIPE,
+    FAST_REFERENCE_RMS,
     PAPER_RECIPE,
     LearnedTaskVector,
+    TrainConfig,
     TrainingDivergedError,
     train_ltv,
+    validation_metric,
     with_config,
 )
 from ltvlib.tasks import load_splits
@@ -37,7 +43,8 @@ def _last_loss(ltv: LearnedTaskVector, k: int = 3) -> float:
     "config",
     [
         with_config(PAPER_RECIPE, epochs=2, samples_per_epoch=24, patience=5, lr=5e-2),
-        with_config(FAST_RECIPE, epochs=4, samples_per_epoch=32, batch_size=8, patience=5, lr=5e-2),
+        # relative lr 3 x the tiny stream's RMS (about 0.02-0.03 at layer 1): about the absolute 5e-2 of the paper case
+        with_config(FAST_RECIPE, epochs=4, samples_per_epoch=32, batch_size=8, patience=5, lr=3.0),
     ],
     ids=["paper", "fast"],
 )
@@ -72,6 +79,9 @@ def test_save_load_round_trip(llama, tmp_path):
     back = LearnedTaskVector.load(path)
     assert torch.equal(back.vectors, ltv.vectors)
     assert back.metadata() == ltv.metadata()
+    assert back.trained is ltv.trained is not None and back.steps_to_best == ltv.steps_to_best
+    assert back.start_val_accuracy == ltv.start_val_accuracy and back.stream_rms == ltv.stream_rms
+    assert back.effective_lr == ltv.effective_lr and back.config == ltv.config
     # the loaded vector evaluates like the original
     es = EvalSet(llama, "antonym", _splits().test[:8])
     assert evaluate(es, back.edits()).correct == evaluate(es, ltv.edits()).correct
@@ -123,3 +133,186 @@ def test_k_shot_queries_keep_one_block_that_never_shows_them(llama):
         shown = [i for i, q in enumerate(queries) if contains(shared, list(q))]
         assert len(shown) == 3  # the check below can see the demonstrations
         assert not set(shown) & set(group)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Steps relative to the stream; whether a result trained
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch, tmp_path):
+    """Stream RMS measurements go to a fresh cache (never the user's, never the repository)."""
+    from ltvlib import stream_scale
+
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(stream_scale, "_MEMORY", {})
+
+
+def _full_batch_default(n_train: int) -> TrainConfig:
+    """The default recipe (relative lr and init, 64 steps, AdamW, linear decay) with every step on the whole
+    training split, so the curve's losses are all on the same batch and comparable step to step."""
+    return with_config(FAST_RECIPE, batch_size=n_train, samples_per_epoch=8 * n_train)
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_default_recipe_lowers_the_loss_at_the_first_and_the_last_layer(tiny, where):
+    layer = 0 if where == "first" else tiny.n_layers - 1
+    splits = _splits()
+    config = _full_batch_default(len(splits.train))
+    ltv = train_ltv(tiny, "antonym", layers=[layer], recipe=config, splits=splits, progress=False)
+    losses = [c["loss"] for c in ltv.curve if "loss" in c]
+    assert len(losses) == 64
+    # the first loss is the starting vector's, the last one after 63 relative steps, on the same 48 queries;
+    # float noise of the same batch in another order is ~1e-6
+    assert losses[-1] < losses[0] - 1e-2
+    assert all(b <= a + 1e-4 for a, b in itertools.pairwise(losses))  # full-batch descent, nearly monotone
+
+
+def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama):
+    from ltvlib.inject import record_residual
+    from ltvlib.prompts import encode_prompts, pad_left
+
+    splits = _splits()
+    config = with_config(FAST_RECIPE, epochs=0)
+    ltv = train_ltv(llama, "antonym", layers=[0, 2], positions=[-2, -1], recipe=config, splits=splits, progress=False)
+    rows = encode_prompts(llama.tokenizer, splits.task, splits.train[:32]).full_rows()
+    ids, mask = pad_left(rows, llama.tokenizer.pad_token_id)
+    with torch.no_grad(), record_residual(llama, [0, 2]) as rec:
+        llama.model(input_ids=ids, attention_mask=mask)
+    last = mask.shape[1] - 1  # left padding: the last token is the last column, the one before it the one before
+    expected = [float(rec[l][:, c].double().pow(2).mean().sqrt()) for l in (0, 2) for c in (last - 1, last)]
+    assert ltv.stream_rms == pytest.approx(expected, rel=1e-6)
+    assert ltv.effective_lr == pytest.approx([FAST_RECIPE.lr * r for r in expected], rel=1e-12)
+    assert ltv.effective_init == pytest.approx([FAST_RECIPE.init_range * r for r in expected], rel=1e-12)
+    # each row starts inside its own site's range
+    for row, init in zip(ltv.vectors, ltv.effective_init):
+        assert float(row.abs().max()) <= init
+
+
+def test_a_ten_times_larger_stream_gets_ten_times_larger_steps():
+    from tests.models_fixtures import tiny_llama
+
+    config = with_config(FAST_RECIPE, epochs=0)
+    small, big = tiny_llama(), tiny_llama()
+    with torch.no_grad():
+        big.model.get_input_embeddings().weight.mul_(10)  # the stream entering block 0 is the embedding
+    a = train_ltv(small, "antonym", layers=[0], recipe=config, splits=_splits(), progress=False)
+    b = train_ltv(big, "antonym", layers=[0], recipe=config, splits=_splits(), progress=False)
+    assert b.stream_rms[0] == pytest.approx(10 * a.stream_rms[0], rel=1e-5)
+    assert b.effective_lr[0] == pytest.approx(10 * a.effective_lr[0], rel=1e-5)
+    assert torch.allclose(b.vectors, 10 * a.vectors, rtol=1e-5, atol=0)  # same draw, scaled start
+
+
+def test_the_paper_recipe_keeps_its_absolute_numbers(llama):
+    assert (PAPER_RECIPE.lr, PAPER_RECIPE.init_range, PAPER_RECIPE.relative_to_stream) == (5e-3, 0.1, False)
+    assert PAPER_RECIPE.early_stopping == "accuracy"  # the released code compares plain accuracy
+    ltv = train_ltv(llama, "antonym", layers=[0, 2], recipe=with_config(PAPER_RECIPE, epochs=0), splits=_splits(),
+                    progress=False)
+    assert ltv.stream_rms is None
+    assert ltv.effective_lr == (5e-3, 5e-3) and ltv.effective_init == (0.1, 0.1)
+    # the same draw as before relative steps existed: U(-0.1, 0.1) from the seed's generator
+    gen = torch.Generator().manual_seed(0)
+    assert torch.equal(ltv.vectors, (torch.rand(2, llama.d_model, generator=gen) * 2 - 1) * 0.1)
+
+
+def test_the_fast_recipe_takes_its_tuned_absolute_steps_at_the_reference_stream():
+    assert FAST_RECIPE.relative_to_stream
+    assert FAST_RECIPE.lr * FAST_REFERENCE_RMS == pytest.approx(0.1, rel=1e-12)
+    assert FAST_RECIPE.init_range * FAST_REFERENCE_RMS == pytest.approx(0.1, rel=1e-12)
+
+
+@pytest.mark.parametrize("config", [with_config(FAST_RECIPE, lr=0.0), with_config(FAST_RECIPE, epochs=0)],
+                         ids=["lr=0", "no epochs"])
+def test_an_untrained_run_says_so(llama, config):
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
+    assert ltv.trained is False
+    assert ltv.steps_to_best == 0
+    assert ltv.best_val_score == ltv.start_val_score and ltv.best_val_accuracy == ltv.start_val_accuracy
+    assert ltv.seconds > 0
+
+
+def test_a_run_that_beats_its_start_says_so_and_when(llama):
+    """A large relative step on the tiny model changes validation accuracy within an epoch or two; whatever it
+    does, ``trained`` and ``steps_to_best`` must agree with the recorded curve."""
+    config = with_config(FAST_RECIPE, epochs=3, samples_per_epoch=16, batch_size=8, lr=20.0, patience=3)
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
+    epochs = [c for c in ltv.curve if "val_score" in c]
+    assert epochs[0]["val_score"] == ltv.start_val_score and epochs[0]["step"] == 0
+    best = max(e["val_score"] for e in epochs)
+    assert ltv.best_val_score == best and ltv.trained is (best > ltv.start_val_score)
+    first_best = next(e for e in epochs if e["val_score"] == best)
+    assert ltv.steps_to_best == (first_best["step"] if ltv.trained else 0)
+
+
+def test_early_stopping_uses_balanced_accuracy_for_classification(llama):
+    from ltvlib.tasks import get_task
+
+    assert validation_metric(FAST_RECIPE, get_task("sst2")) == "balanced_accuracy"
+    assert validation_metric(FAST_RECIPE, get_task("antonym")) == "accuracy"
+    assert validation_metric(PAPER_RECIPE, get_task("sst2")) == "accuracy"
+    assert validation_metric(with_config(FAST_RECIPE, early_stopping="accuracy"), get_task("sst2")) == "accuracy"
+    config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
+    ltv = train_ltv(llama, "sst2", layers=[1], recipe=config, splits=load_splits("sst2", **SMALL), progress=False)
+    assert ltv.val_metric == "balanced_accuracy"
+    for e in (c for c in ltv.curve if "val_score" in c):
+        assert e["val_score"] == e["val_balanced_accuracy"] is not None
+    with pytest.raises(ValueError, match="unknown early_stopping 'f1'; allowed: auto, accuracy, balanced_accuracy"):
+        with_config(FAST_RECIPE, early_stopping="f1")
+
+
+def test_a_file_from_before_these_fields_loads_with_them_derived_from_its_curve(llama, tmp_path):
+    import json
+
+    from safetensors.torch import save
+
+    config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
+    meta = ltv.metadata()
+    for name in ("start_val_accuracy", "val_metric", "best_val_score", "start_val_score", "steps_to_best",
+                 "trained", "stream_rms", "effective_lr", "effective_init"):
+        del meta[name]
+    for name in ("relative_to_stream", "early_stopping"):
+        del meta["config"][name]
+    meta["curve"] = [{"epoch": 0, "val_accuracy": 0.25}, {"step": 1, "loss": 2.0, "lr": 0.1},
+                     {"epoch": 1, "val_accuracy": 0.5, "step": 4}, {"epoch": 2, "val_accuracy": 0.5, "step": 8}]
+    path = tmp_path / "old.safetensors"
+    path.write_bytes(save({"vectors": ltv.vectors}, metadata={"ltv": json.dumps(meta)}))
+    old = LearnedTaskVector.load(path)
+    assert (old.trained, old.steps_to_best, old.start_val_accuracy) == (True, 4, 0.25)
+    assert old.config.relative_to_stream is False and old.config.early_stopping == "accuracy"
+    meta["curve"] = []
+    path.write_bytes(save({"vectors": ltv.vectors}, metadata={"ltv": json.dumps(meta)}))
+    assert LearnedTaskVector.load(path).trained is None
+
+
+def test_seconds_include_building_the_prompts_and_the_first_validation(llama, monkeypatch):
+    import time
+
+    from ltvlib import ltv as ltv_module
+
+    build = ltv_module._training_prompts
+
+    def slow_build(*args, **kwargs):
+        time.sleep(0.3)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(ltv_module, "_training_prompts", slow_build)
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=with_config(FAST_RECIPE, epochs=0), splits=_splits(),
+                    progress=False)
+    assert ltv.seconds >= 0.3
+
+
+@pytest.mark.realmodel
+def test_the_reference_rms_is_smollm2s_middle_layer_on_antonym_training_prompts():
+    """FAST_REFERENCE_RMS is a measurement: the fast recipe takes its tuned absolute steps (lr 0.1) at SmolLM2's
+    layer 15, within 1 %."""
+    from ltvlib.models import load_model
+    from ltvlib.stream_scale import site_stream_rms
+
+    lm = load_model("smollm2-135m", device="cpu")
+    splits = load_splits("antonym", seed=0)
+    (rms,) = site_stream_rms(lm, splits.task, splits.train, [15], [-1])
+    assert rms == pytest.approx(FAST_REFERENCE_RMS, rel=0.01)
+    (first,) = site_stream_rms(lm, splits.task, splits.train, [0], [-1])
+    (last,) = site_stream_rms(lm, splits.task, splits.train, [lm.n_layers - 1], [-1])
+    assert last > 100 * first  # the range a single absolute learning rate cannot serve

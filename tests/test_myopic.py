@@ -209,7 +209,15 @@ def test_greedy_generation_matches_full_recompute_and_batching(model, request):
 
 
 def test_method_scores_run_cache_and_check_arguments(llama, cache):
-    prof = get_profile("smoke")
+    import dataclasses
+
+    from ltvlib.ltv import with_config
+
+    # the smoke recipe's two stream-relative steps barely move a vector in the tiny model's stream (RMS ~0.03):
+    # neither direction's LTV would beat its start, and both would be the same starting vector. Steps of about
+    # the old absolute 0.1 (4 x the tiny stream) make them train.
+    smoke = get_profile("smoke")
+    prof = dataclasses.replace(smoke, recipe=with_config(smoke.recipe, lr=4.0, init_range=4.0))
     sizes = myopic_sizes(prof)
     assert method_names(sizes) == ["zero_shot", "icl2", "vanilla_tv", "vanilla_tv_difference", "function_vector", "ltv"]
     n = len(balanced_test(sizes.task, sizes.n_test))

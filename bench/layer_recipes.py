@@ -1,0 +1,104 @@
+"""LTV recipes across layers (and models): does one stream-relative recipe train from the first layer to the last?
+
+For each task, layer and recipe, trains one LTV (added at the block input of that layer, last token) on the
+seeded 600/400 split from seed 0 and evaluates it on the first ``--n-test`` test queries (first-token
+accuracy with its 95 % Wilson interval). Recipes:
+
+- ``default``: the fast recipe (``ltvlib.ltv.FAST_RECIPE``), steps relative to the stream's RMS at the layer;
+- ``paper``: the released recipe (absolute lr 5e-3, batch 1; about 5 minutes per vector on a CPU);
+- ``lr/3``, ``lr*3``: the default with its (relative) learning rate divided or multiplied by 3.
+
+In-process prompt caches are cleared before each vector, so each vector's wall time includes building its
+own (as ``LearnedTaskVector.seconds`` does). Prints a Markdown table (one row per task, layer and recipe)
+and, per task and layer, the best recipe and the default's gap to it.
+
+    OMP_NUM_THREADS=1 python bench/layer_recipes.py                       # the full grid (hours)
+    python bench/layer_recipes.py --recipes default,lr/3,lr*3 --tasks trec,antonym --layers 0,15,29
+    python bench/layer_recipes.py --model gemma3-270m --layers early,middle,last --tasks antonym
+
+Layers are indices or ``early`` (``L // 6``), ``middle`` (``L // 2``) and ``last`` (``L - 1``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ltvlib import ltv as L
+from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.models import load_model
+from ltvlib.stats import Proportion
+from ltvlib.tasks import load_splits
+
+RECIPES = {
+    "default": L.FAST_RECIPE,
+    "paper": L.PAPER_RECIPE,
+    "lr/3": L.with_config(L.FAST_RECIPE, lr=L.FAST_RECIPE.lr / 3),
+    "lr*3": L.with_config(L.FAST_RECIPE, lr=L.FAST_RECIPE.lr * 3),
+}
+SMOLLM2_LAYERS = "0,3,8,15,22,26,29"
+
+
+def resolve_layer(spec: str, n_layers: int) -> int:
+    """A layer index from an integer or ``early`` / ``middle`` / ``last``."""
+    named = {"early": n_layers // 6, "middle": n_layers // 2, "last": n_layers - 1}
+    if spec in named:
+        return named[spec]
+    try:
+        layer = int(spec)
+    except ValueError:
+        raise SystemExit(f"unknown layer {spec!r}; allowed: an index in 0..{n_layers - 1}, early, middle, last") from None
+    if not 0 <= layer < n_layers:
+        raise SystemExit(f"layer {layer} is out of range for a model with {n_layers} layers")
+    return layer
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--tasks", default="antonym,trec")
+    ap.add_argument("--layers", default=SMOLLM2_LAYERS, help="comma-separated indices or early, middle, last")
+    ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, from {', '.join(RECIPES)}")
+    ap.add_argument("--n-test", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    recipes = args.recipes.split(",")
+    for name in recipes:
+        if name not in RECIPES:
+            raise SystemExit(f"unknown recipe {name!r}; allowed: {', '.join(RECIPES)}")
+    lm = load_model(args.model, device="cpu")
+    layers = [resolve_layer(s, lm.n_layers) for s in args.layers.split(",")]
+    print(f"model {lm.name} ({lm.n_layers} layers); test queries {args.n_test}; seed {args.seed}\n")
+    print("| task | layer | stream RMS | recipe | lr | init | test acc [95 % CI] | trained | best at step | steps | "
+          "wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    summary = []
+    for task in args.tasks.split(","):
+        splits = load_splits(task, seed=0)
+        test = EvalSet(lm, task, splits.test[: args.n_test])
+        for layer in layers:
+            accs = {}
+            for name in recipes:
+                L._RUNNERS.clear()
+                start = time.perf_counter()
+                ltv = L.train_ltv(lm, task, layers=[layer], recipe=RECIPES[name], seed=args.seed, splits=splits,
+                                  progress=False)
+                wall = time.perf_counter() - start
+                r = evaluate(test, ltv.edits())
+                acc = Proportion(sum(r.correct), r.n)
+                accs[name] = acc.value
+                rms = ltv.stream_rms[0] if ltv.stream_rms else None
+                print(f"| {task} | {layer} | {'' if rms is None else f'{rms:.3g}'} | {name} | "
+                      f"{ltv.effective_lr[0]:.3g} | {ltv.effective_init[0]:.3g} | {acc} | "
+                      f"{'yes' if ltv.trained else 'no'} | {ltv.steps_to_best} | {ltv.steps} | {wall:.0f} |", flush=True)
+            summary.append((task, layer, accs))
+    print("\n| task | layer | best recipe | best test acc | default | default - best (points) |\n|---|---|---|---|---|---|")
+    for task, layer, accs in summary:
+        best = max(accs, key=lambda k: accs[k])
+        default = accs.get("default")
+        gap = "" if default is None else f"{100 * (default - accs[best]):+.1f}"
+        print(f"| {task} | {layer} | {best} | {100 * accs[best]:.1f} | "
+              f"{'' if default is None else f'{100 * default:.1f}'} | {gap} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The size of the residual stream where a vector is added: what a stream-relative LTV recipe scales by.
+
+Adam moves every coordinate by about the learning rate per step whatever the gradient's size, so a fixed
+learning rate suits one stream size only: SmolLM2-135M's stream entering block 0 has an RMS of about 0.12
+per coordinate, 6.1 at block 15 and 29 at block 29, and Gemma-3-270M's is about 28 times SmolLM2's. A
+recipe with ``relative_to_stream`` (:class:`ltvlib.ltv.TrainConfig`) multiplies its learning rate and
+initial range by :func:`site_stream_rms` of each vector's site.
+
+The measurement: the residual stream entering block ``layer`` (``block_input``, where LTVs are added) at
+each trained prompt position, on the zero-shot prompts of the first ``n`` training queries, with no vector
+injected; ``sqrt(mean over prompts of |h|^2 / d_model)`` per (layer, position). It is cached in memory and
+on disk (``results/stream-rms/``), keyed by the model's name, dtype and a fingerprint of its weights, the
+layers, the positions and the prompts' token ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .cache import cached_json
+from .inject import record_residual, resolve_positions
+from .prompts import encode_prompts, pad_left
+from .tasks import Example, Task
+
+RMS_PROMPTS = 32
+"""Training prompts the stream RMS is measured on (the RMS varies by a few percent between prompts)."""
+
+_MEMORY: dict[str, tuple[float, ...]] = {}
+
+
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """A short hash of 16 values spread over every parameter: tells apart two models that share a name (the
+    tests' tiny models, a model whose weights were edited) without reading all the weights. Spread, not the
+    first values: an embedding's first row is often its all-zero padding row."""
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        flat = p.detach().reshape(-1)
+        head = flat[:: max(1, flat.numel() // 16)][:16].double().cpu()
+        h.update(name.encode())
+        h.update(repr([round(float(v), 9) for v in head]).encode())
+    return h.hexdigest()[:16]
+
+
+def _prompts_fingerprint(rows: Sequence[Sequence[int]]) -> str:
+    return hashlib.sha256(repr([list(r) for r in rows]).encode()).hexdigest()[:16]
+
+
+@torch.no_grad()
+def site_stream_rms(
+    lm: Any, task: Task, train: Sequence[Example], layers: Sequence[int], positions: Sequence[int],
+    *, n: int = RMS_PROMPTS,
+) -> tuple[float, ...]:
+    """RMS per coordinate of the residual stream at each (layer, position) site, layer-major.
+
+    Args:
+        lm: the model (:func:`ltvlib.models.load_model`).
+        task: the task whose prompt format is used; train: its training queries (the first ``n`` are used).
+        layers: block indices (the stream *entering* each block); positions: prompt positions
+            (negative from the last token).
+
+    Returns:
+        ``len(layers) * len(positions)`` floats; entry ``i * len(positions) + j`` is layer ``layers[i]`` at
+        position ``positions[j]`` (the order of :class:`ltvlib.ltv.LearnedTaskVector`'s rows).
+    """
+    rows = encode_prompts(lm.tokenizer, task, list(train)[:n]).full_rows()
+    key = {
+        "model": lm.name, "dtype": str(next(lm.model.parameters()).dtype), "weights": weights_fingerprint(lm.model),
+        "layers": list(layers), "positions": list(positions), "prompts": _prompts_fingerprint(rows),
+    }
+    memo = repr(sorted(key.items()))
+    if memo not in _MEMORY:
+
+        def compute() -> dict[str, Any]:
+            ids, mask = pad_left(rows, lm.tokenizer.pad_token_id, lm.device)
+            cols = resolve_positions(mask, positions)  # (batch, positions)
+            with record_residual(lm, layers) as rec:
+                lm.model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
+            out = []
+            for layer in layers:
+                h = rec[layer].double()
+                at = h.gather(1, cols[..., None].expand(-1, -1, h.shape[-1]))  # (batch, positions, d)
+                out.extend(float(v) for v in at.pow(2).mean(dim=(0, 2)).sqrt())
+            return {"rms": out}
+
+        value = tuple(cached_json("stream-rms", key, compute)["rms"])
+        if not all(v > 0 for v in value):
+            raise ValueError(f"the residual stream of {lm.name} has zero RMS at a site of layers {list(layers)}, "
+                             f"positions {list(positions)}: {value}")
+        _MEMORY[memo] = value
+    return _MEMORY[memo]
