@@ -497,41 +497,47 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
 def function_vector_write(lm: Any, fv: Any) -> dict[str, float]:
     """Compare a Function Vector with what its heads write into the residual stream.
 
-    :func:`ltvlib.baselines.function_vector.build_function_vector` sums ``t_{l,h} = W_O[:, slice(h)] m_{l,h}`` over
-    the top heads (``m`` the mean head outputs). In Llama, Mistral and Qwen2 that *is* what the heads add to the
-    stream. Gemma 3 normalises the attention output before adding it: block ``l`` writes
-    ``N_l(x) = g_l * x / rms(x)`` with ``x = o_proj(m_l)`` the output projection of all of its heads' mean
-    outputs. To first order in head ``h``'s term, given the other heads at their means, the head writes
-    ``J_l t_{l,h}`` with the RMSNorm Jacobian ``J_l v = g_l * (v - x (x . v) / (d rms(x)^2)) / rms(x)``.
+    :func:`ltvlib.baselines.function_vector.build_function_vector` sums the top heads' mean *writes*
+    (:func:`ltvlib.heads.head_writes`): on Llama, Mistral and Qwen2 ``t_{l,h} = W_O[:, slice(h)] a_{l,h}``; on
+    Gemma 3, whose block adds the normalised attention output ``N_l(x) = g_l * x / rms(x)``, the head's share
+    ``g_l * t_{l,h} / rms(x)`` of it, each prompt at its own ``x``. This recomputes the same heads' write from
+    their mean outputs ``m`` at the layer's mean attention output ``x = o_proj(m_l)`` (the same share, at the
+    mean), and, for comparison, the first-order *marginal* effect of each head's term through the norm's
+    Jacobian ``J_l v = g_l * (v - x (x . v) / (d rms(x)^2)) / rms(x)``, which drops the term's component along
+    ``x`` (a norm is scale-invariant, so all heads' Jacobian terms sum to zero).
 
     Returns:
-        ``{"fv_norm": |sum t|, "written_norm": |sum J t|, "norm_ratio": fv_norm / written_norm, "cos": cosine of
-        the two}``; for an architecture without an attention-output norm the two are the same vector.
+        ``{"fv_norm": |FV|, "written_norm": |sum of the heads' shares at the mean|, "norm_ratio": fv_norm /
+        written_norm, "cos": cosine of the two, "marginal_norm": |sum J t|, "unnormalised_norm": |sum t|}``;
+        for an architecture without an attention-output norm the shares, the marginal effects and the terms
+        are the same vector.
     """
-    from .heads import o_proj
-    from .ov import sublayer_norms
-    from .sites import decoder_layers, get_module
+    from .sites import attn_output_norm, inverse_rms, o_proj
 
-    norms = sublayer_norms(lm)
     means = fv.mean_outputs.to(device=lm.device, dtype=torch.float32)
-    summed = torch.zeros(lm.d_model, dtype=torch.float64)
+    terms = torch.zeros(lm.d_model, dtype=torch.float64)
     written = torch.zeros(lm.d_model, dtype=torch.float64)
+    marginal = torch.zeros(lm.d_model, dtype=torch.float64)
     geo = lm.geometry
     for layer, head in fv.heads:
         w = o_proj(lm, layer).weight.detach().float()
         term = (w[:, head * geo.head_dim : (head + 1) * geo.head_dim] @ means[layer, head]).double().cpu()
-        summed += term
-        if norms.attn_out is None:
+        terms += term
+        norm = attn_output_norm(lm, layer)
+        if norm is None:
             written += term
+            marginal += term
             continue
         x = (w @ means[layer].reshape(-1)).double().cpu()
-        norm = get_module(decoder_layers(lm.model)[layer], norms.attn_out)
         gain = norm_gain(norm, lm.table).double().cpu()
-        ms = x.pow(2).mean()
-        written += gain * (term - x * (x @ term) / (lm.d_model * ms)) / ms.sqrt()
-    cos = float(summed @ written / (summed.norm() * written.norm()).clamp_min(1e-300))
-    return {"fv_norm": float(summed.norm()), "written_norm": float(written.norm()),
-            "norm_ratio": float(summed.norm() / written.norm().clamp_min(1e-300)), "cos": cos}
+        inv = inverse_rms(x, norm).cpu()
+        written += gain * term * inv
+        marginal += gain * (term - x * (x @ term) * inv**2 / lm.d_model) * inv
+    vector = fv.vector.detach().double().cpu()
+    cos = float(vector @ written / (vector.norm() * written.norm()).clamp_min(1e-300))
+    return {"fv_norm": float(vector.norm()), "written_norm": float(written.norm()),
+            "norm_ratio": float(vector.norm() / written.norm().clamp_min(1e-300)), "cos": cos,
+            "marginal_norm": float(marginal.norm()), "unnormalised_norm": float(terms.norm())}
 
 
 def clear_memory() -> None:

@@ -66,24 +66,6 @@ from .sites import (
 from .tasks import Example
 
 
-@dataclass(frozen=True)
-class SublayerNorms:
-    """The sublayer-norm module names of ``lm``'s architecture, read from its site table
-    (:class:`ltvlib.sites.ArchTable`); kept for code written against the former names."""
-
-    mlp: str
-    mlp_in: str
-    attn_out: str | None
-    mlp_out: str | None
-
-
-def sublayer_norms(lm: Any) -> SublayerNorms:
-    """The names of the norms around the sublayers of ``lm`` (a view of ``lm.table``: ``attn_out`` is
-    ``attn_output_norm``, ``mlp_in`` ``mlp_input_norm``, ``mlp_out`` ``mlp_output_norm``)."""
-    t = lm.table
-    return SublayerNorms(mlp=t.mlp, mlp_in=t.mlp_input_norm, attn_out=t.attn_output_norm, mlp_out=t.mlp_output_norm)
-
-
 def _value_weight(lm: Any, layer: int) -> Tensor:
     """``W_V`` of ``layer`` with the pre-attention gain folded in: ``(n_kv_heads * head_dim, d_model)``."""
     w_v = v_proj(lm, layer).weight.detach()

@@ -267,18 +267,24 @@ def test_clear_memory_empties_the_stores(llama, cache):
     assert not experiments._TEST_SETS and not key_heads._RUNNERS
 
 
-def _fake_fv(lm, heads, seed=0):
+def _fake_fv(lm, heads, seed=0, vector=None):
     from types import SimpleNamespace
 
     g = lm.geometry
     means = torch.randn(g.n_layers, g.n_heads, g.head_dim, generator=torch.Generator().manual_seed(seed))
-    return SimpleNamespace(mean_outputs=means, heads=tuple(heads))
+    if vector is None:  # the FV of a family without an attention-output norm: the sum of the heads' terms
+        from ltvlib.heads import o_proj
+
+        vector = sum(o_proj(lm, l).weight.detach()[:, h * g.head_dim : (h + 1) * g.head_dim] @ means[l, h]
+                     for l, h in heads)
+    return SimpleNamespace(mean_outputs=means, heads=tuple(heads), vector=vector)
 
 
 def test_function_vector_write_is_the_fv_where_nothing_normalises_the_attention_output(llama):
     fv = _fake_fv(llama, [(0, 1), (2, 3)])
     r = function_vector_write(llama, fv)
     assert r["norm_ratio"] == pytest.approx(1.0) and r["cos"] == pytest.approx(1.0)
+    assert r["marginal_norm"] == pytest.approx(r["written_norm"]) == pytest.approx(r["unnormalised_norm"])
 
 
 def test_function_vector_write_follows_gemmas_attention_output_norm():
@@ -292,21 +298,25 @@ def test_function_vector_write_follows_gemmas_attention_output_norm():
         with torch.no_grad():
             block.post_attention_layernorm.weight.copy_(torch.randn(lm.d_model, generator=gen))
     heads = [(0, 1), (2, 3), (2, 0)]
-    fv = _fake_fv(lm, heads)
-    r = function_vector_write(lm, fv)
-    # finite differences of the real norm module around o_proj(all heads' means), one head's term at a time
     hd, eps = lm.geometry.head_dim, 1e-3
-    written = torch.zeros(lm.d_model, dtype=torch.float64)
-    total = torch.zeros(lm.d_model, dtype=torch.float64)
+    means = _fake_fv(lm, heads, vector=torch.zeros(lm.d_model)).mean_outputs
+    # what the heads write at the mean: each head's term through the real norm's numerator, at the norm's scale of
+    # the whole attention output (the norm applied to x, rescaled to the term); and the first-order marginal effect
+    # of each term, by finite differences of the real norm module around x
+    shares = torch.zeros(lm.d_model, dtype=torch.float64)
+    marginal = torch.zeros(lm.d_model, dtype=torch.float64)
     with torch.no_grad():
         for layer, head in heads:
             w = o_proj(lm, layer).weight.double()
-            term = w[:, head * hd : (head + 1) * hd] @ fv.mean_outputs[layer, head].double()
-            x = w @ fv.mean_outputs[layer].reshape(-1).double()
+            term = w[:, head * hd : (head + 1) * hd] @ means[layer, head].double()
+            x = w @ means[layer].reshape(-1).double()
             norm = decoder_layers(lm.model)[layer].post_attention_layernorm.double()
-            written += (norm(x + eps * term) - norm(x - eps * term)) / (2 * eps)
-            total += term
+            shares += norm(x) * term / x  # N(x) = g * x / rms(x), so g * term / rms(x) = N(x) * term / x
+            marginal += (norm(x + eps * term) - norm(x - eps * term)) / (2 * eps)
             norm.float()
-    assert r["written_norm"] == pytest.approx(float(written.norm()), rel=1e-4)
-    assert r["fv_norm"] == pytest.approx(float(total.norm()), rel=1e-5)
-    assert abs(r["norm_ratio"] - 1) > 0.1  # the FV's size is not what the heads write
+    fv = _fake_fv(lm, heads, vector=shares.float())  # an FV built from these shares
+    r = function_vector_write(lm, fv)
+    assert r["written_norm"] == pytest.approx(float(shares.norm()), rel=1e-4)
+    assert r["norm_ratio"] == pytest.approx(1.0, rel=1e-4) and r["cos"] == pytest.approx(1.0, abs=1e-5)
+    assert r["marginal_norm"] == pytest.approx(float(marginal.norm()), rel=1e-4)
+    assert abs(r["marginal_norm"] / r["written_norm"] - 1) > 0.05  # the marginal effect is another vector

@@ -16,7 +16,6 @@ from ltvlib.ov import (
     ov_matrix,
     ov_outputs,
     ov_reconstruction,
-    sublayer_norms,
 )
 from ltvlib.prefix import forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
@@ -142,9 +141,6 @@ def test_norm_scales_are_mean_inverse_rms_at_the_last_position(tiny):
         expected = (1 / _rms(rec[l][:, -1], norm)).mean()
         torch.testing.assert_close(scales.attn_in[l], expected, rtol=1e-4, atol=1e-6)
     assert (scales.attn_out is not None) == (tiny.table.attn_output_norm is not None)
-    # kept for ltvlib.across_models: a view of the site table
-    assert sublayer_norms(tiny).attn_out == tiny.table.attn_output_norm
-    assert sublayer_norms(tiny).mlp_in == tiny.table.mlp_input_norm
 
 
 def test_mlp_response_matches_finite_differences(tiny):
