@@ -20,6 +20,15 @@ the bare letter ``A`` or ``B``. This module adds what the chapter needs around i
 - **Free generation.** :func:`greedy_continuations` writes a few greedy tokens after a prompt, with the
   vectors injected during the prompt's forward pass only (at their prompt positions, as trained); the
   generated tokens run without them and see the vector only through the prompt's keys and values.
+- **Myopic reward as a behaviour.** The A/B letter is a proxy a letter bias can swamp (SmolLM2 answers ``B``
+  to nearly every item), so :func:`behaviour_scores` measures three things per item: the likelihood of each
+  option's *text* as the answer to a prompt that lists the options without letters, in both orders
+  (:class:`OptionTextSet`, :func:`score_option_text`: mean log-probability per token, P(myopic) = softmax
+  over the two options; independent of the letters by construction); the letter score with its bias
+  reported (:func:`letter_bias`) and controlled (:func:`debiased_letter_log_odds`, the item with its options
+  swapped, :func:`swap_options`); and greedy answers judged against the options (:func:`judge_answer`,
+  :func:`judgement_summary`). :func:`myopic_behaviour` collects every method toward each direction with
+  95 % intervals (:mod:`ltvlib.stats`) and paired differences.
 - **Cached measurements.** :func:`method_scores` scores one method toward one direction on the balanced
   set: the LTV at the middle layer (:func:`direction_ltv`, early-stopped on letter-balanced validation
   questions), the Vanilla TV and the Function Vector as in :mod:`ltvlib.experiments_extracted` (sizes from
