@@ -556,6 +556,13 @@ def vector_diagnostics(
     around each vector from its own perturbations ``v + lambda eps``: ``ceil(fit_factor * d) + n_heldout``
     forwards and a ``d x d`` solve), also ``cos_theta_Qtheta``, ``alignment_Qtheta``, ``alignment_Wtheta``,
     ``r2_heldout`` and ``norm_ratio`` (``|S v| / |v|``)."""
+    return _diagnostics(probe, layer, vector, token_ids, config, fit)[0]
+
+
+def _diagnostics(
+    probe: ShiftProbe, layer: int, vector: Tensor, token_ids: Sequence[int], config: LinearityConfig | None, fit: bool,
+) -> tuple[dict[str, float], Tensor | None]:
+    """:func:`vector_diagnostics` and the fitted ``W`` (None without ``fit``)."""
     v = vector.detach().float().cpu().reshape(-1)
     mean_shift = probe.shift_all(layer, v).mean(0)
     out = {"cos_mean_shift": cosine(v, mean_shift), "alignment": float(task_alignment(probe.lm, v, token_ids)),
@@ -567,14 +574,17 @@ def vector_diagnostics(
         out |= {"cos_theta_Qtheta": cosine(v, qv), "alignment_Qtheta": float(task_alignment(probe.lm, qv, token_ids)),
                 "alignment_Wtheta": float(task_alignment(probe.lm, wv, token_ids)), "r2_heldout": lf.r2_heldout,
                 "norm_ratio": float((sym @ v).norm() / v.norm())}
-    return out
+        return out, lf.W
+    return out, None
 
 
 def linearity_control(
     probe: ShiftProbe, layer: int, theta: Tensor, token_ids: Sequence[int], draws: Tensor,
-    config: LinearityConfig | None = None, *, fit: bool = True,
+    config: LinearityConfig | None = None, *, fit: bool = True, ltv_values: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """:func:`vector_diagnostics` of the LTV ``theta`` and of every control vector in ``draws``.
+
+    ``ltv_values``: the LTV's own :func:`vector_diagnostics` if already measured (with the same ``fit``).
 
     ``draws`` (``(n_draws, d_model)``) are e.g. :func:`ltvlib.controls.random_like` of ``theta``: vectors of its
     norm injected at the same layer. Each fit costs as much as the LTV's own, so the control's cost is
@@ -589,7 +599,7 @@ def linearity_control(
 
     if draws.dim() != 2 or draws.shape[1] != probe.lm.d_model or draws.shape[0] < 1:
         raise ValueError(f"draws of shape {tuple(draws.shape)}: expected (n_draws >= 1, {probe.lm.d_model})")
-    own = vector_diagnostics(probe, layer, theta, token_ids, config, fit=fit)
+    own = vector_diagnostics(probe, layer, theta, token_ids, config, fit=fit) if ltv_values is None else ltv_values
     rows = [vector_diagnostics(probe, layer, d, token_ids, config, fit=fit) for d in draws]
     summary = {k: summarise_control(own[k], [r[k] for r in rows]).to_dict() for k in own}
     return {"ltv": own, "draws": rows, "summary": summary, "fit": fit, "n_draws": int(draws.shape[0])}
@@ -755,8 +765,11 @@ def profile_linearity_control(
         test = _memo(_PROBES, ("test", id(lm.model), task, splits.test), lambda: ShiftProbe(lm, task, splits.test))
         token_ids = label_token_ids(lm, task, list(splits.test))
         draws = random_like(theta.cpu(), n_draws, seed + 2)
-        control = linearity_control(probe, layer, theta, token_ids, draws, config, fit=fit)
-        w = fit_linear_map(probe, layer, theta, config).W
+        own, w = _diagnostics(probe, layer, theta, token_ids, config, True)
+        if not fit:
+            own = {k: own[k] for k in ("cos_mean_shift", "alignment", "alignment_mean_shift")}
+        control = linearity_control(probe, layer, theta, token_ids, draws, config, fit=fit, ltv_values=own)
+        assert w is not None
         labels = token_ids if get_task(task).labels else None
         return {"task": task, "layer": layer, "control": control, "alignment_random": alignment_baseline(lm, token_ids),
                 "shift_accuracy": shift_accuracies(test, layer, theta, w @ theta, labels),
