@@ -23,6 +23,7 @@ module, :mod:`ltvlib.ov` and :mod:`ltvlib.heads`.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ from .inject import HookNotFiredError, VectorEdit, inject, resolve_positions
 from .prefix import KVPrefix, compute_prefix, forward_tokens
 from .prompts import answer_ids, encode_prompts, pad_left
 from .sites import attention, check_layer
+from .stats import wilson_interval
 from .tasks import Example, Task, get_task
 
 AblationMode = Literal["zero", "mean"]
@@ -193,6 +195,116 @@ def random_heads(lm: Any, n: int, seed: int, *, exclude: Sequence[Head] = (), mi
 
 
 # --------------------------------------------------------------------------------------------------------
+# Where the key heads sit: the U shape against the uniform distribution over post-injection layers
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UShapeTest:
+    """Do the key heads after the injection layer crowd into its first and last thirds?
+
+    Only heads of layers ``>= layer`` count (block ``layer``'s attention already reads the vector; earlier
+    heads cannot). Those ``m = n_layers - layer`` layers are cut into thirds by rank ``r = l' - layer``:
+    third ``floor(3 r / m)``. Under the null, the key heads are a uniformly random set of heads of those
+    layers, so the count in the two outer thirds is hypergeometric (population ``m * n_heads`` heads, of
+    which ``outer_layers * n_heads`` are in the outer thirds, ``n`` drawn without replacement).
+
+    Attributes:
+        layer, n_layers, n_heads: the injection layer and the model's shape.
+        n: key heads at layers ``>= layer`` (the ones tested); ``n_before``: key heads before it (left out).
+        thirds_layers: layers per third (first, middle, last).
+        counts: key heads per third; ``expected``: their expectation under the null (``n`` times the third's
+            share of the layers).
+        outer: key heads in the first and last thirds; ``expected_fraction``: the outer thirds' share of the
+            layers (2/3 when ``m`` is a multiple of 3).
+        fraction: ``outer / n``; ``fraction_low``, ``fraction_high``: its 95 % Wilson interval.
+        effect: ``fraction - expected_fraction``, with ``effect_low``, ``effect_high`` (the Wilson interval
+            shifted by the constant expectation): the verdict input.
+        p_value: exact one-sided hypergeometric ``P(X >= outer)`` under the null.
+        chi2, chi2_p: Pearson's goodness of fit of ``counts`` to ``expected`` (2 degrees of freedom, survival
+            ``exp(-chi2 / 2)``); an approximation, poor when an expected count is below about 5.
+    """
+
+    layer: int
+    n_layers: int
+    n_heads: int
+    n: int
+    n_before: int
+    thirds_layers: tuple[int, int, int]
+    counts: tuple[int, int, int]
+    expected: tuple[float, float, float]
+    outer: int
+    expected_fraction: float
+    fraction: float
+    fraction_low: float
+    fraction_high: float
+    effect: float
+    effect_low: float
+    effect_high: float
+    p_value: float
+    chi2: float
+    chi2_p: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+
+
+def hypergeometric_sf(k: int, population: int, successes: int, draws: int) -> float:
+    """Exact ``P(X >= k)`` for ``X`` hypergeometric: ``draws`` without replacement from ``population`` items,
+    ``successes`` of them marked."""
+    if not 0 <= successes <= population or not 0 <= draws <= population:
+        raise ValueError(f"hypergeometric needs 0 <= successes, draws <= population, got {successes}, {draws}, {population}")
+    total = math.comb(population, draws)
+    top = min(successes, draws)
+    tail = sum(math.comb(successes, i) * math.comb(population - successes, draws - i) for i in range(max(k, 0), top + 1))
+    return tail / total
+
+
+def u_shape_test(heads: Sequence[Head], layer: int, n_layers: int, n_heads: int) -> UShapeTest:
+    """The U-shape statistic of a key-head set (see :class:`UShapeTest`).
+
+    Args:
+        heads: ``(layer, head)`` pairs, e.g. :func:`top_heads` of the saliency (any layers; those before
+            ``layer`` are counted in ``n_before`` and left out).
+        layer: the injection layer (non-negative).
+        n_layers, n_heads: the model's shape.
+
+    Raises:
+        ValueError: fewer than 3 layers from ``layer`` on (no thirds), a head out of range or repeated, or no
+            key head at layers ``>= layer``.
+    """
+    if not 0 <= layer < n_layers:
+        raise ValueError(f"injection layer {layer} out of range [0, {n_layers - 1}]")
+    m = n_layers - layer
+    if m < 3:
+        raise ValueError(f"the U shape needs at least 3 layers from the injection layer {layer} on, got {m}")
+    pairs = [(int(l), int(h)) for l, h in heads]
+    bad = [p for p in pairs if not (0 <= p[0] < n_layers and 0 <= p[1] < n_heads)]
+    if bad or len(set(pairs)) != len(pairs):
+        raise ValueError(f"key heads must be distinct (layer, head) pairs within ({n_layers}, {n_heads}); "
+                         f"bad: {bad[:5] or 'a repeated head'}")
+    after = [l for l, _ in pairs if l >= layer]
+    if not after:
+        raise ValueError(f"no key head at or after the injection layer {layer}")
+    third = [3 * r // m for r in range(m)]
+    sizes = tuple(third.count(t) for t in range(3))
+    counts = tuple(sum(1 for l in after if third[l - layer] == t) for t in range(3))
+    n = len(after)
+    expected = tuple(n * s / m for s in sizes)
+    outer = counts[0] + counts[2]
+    p0 = (sizes[0] + sizes[2]) / m
+    lo, hi = wilson_interval(outer, n)
+    chi2 = sum((c - e) ** 2 / e for c, e in zip(counts, expected))
+    p = hypergeometric_sf(outer, m * n_heads, (sizes[0] + sizes[2]) * n_heads, n)
+    return UShapeTest(
+        layer=layer, n_layers=n_layers, n_heads=n_heads, n=n, n_before=len(pairs) - n,
+        thirds_layers=sizes, counts=counts, expected=expected, outer=outer,  # type: ignore[arg-type]
+        expected_fraction=p0, fraction=outer / n, fraction_low=lo, fraction_high=hi, effect=outer / n - p0,
+        effect_low=lo - p0, effect_high=hi - p0, p_value=p, chi2=chi2, chi2_p=math.exp(-chi2 / 2),
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
 # Ablation
 # --------------------------------------------------------------------------------------------------------
 
@@ -275,9 +387,13 @@ def head_accuracy(
     at the last position (None: nothing ablated).
 
     Returns:
-        ``{"accuracy", "gold_prob" (mean), "correct" (per query), "n"}``.
+        ``{"accuracy", "gold_prob" (mean), "correct" (per query), "n"}``; for classification tasks also
+        ``"label_accuracy"`` and ``"label_correct"``: the argmax over the first tokens of the label words only
+        (as :func:`ltvlib.evaluate.evaluate` reports it), else None.
     """
     correct: list[bool] = []
+    label_correct: list[bool] = []
+    labels = label_first_tokens(lm, runner.task)
     gold_prob = 0.0
     for batch in runner.batches:
         if heads is None:
@@ -287,9 +403,28 @@ def head_accuracy(
                 logits = runner.forward(batch, edits)
         logits = logits.float()
         correct += (logits.argmax(-1) == batch.gold).tolist()
+        if labels is not None:
+            ids = torch.tensor(labels, device=logits.device)
+            label_correct += (ids[logits[:, ids].argmax(-1)] == batch.gold).tolist()
         gold_prob += float(logits.softmax(-1).gather(1, batch.gold[:, None]).sum())
-    return {"accuracy": sum(correct) / len(correct), "gold_prob": gold_prob / len(correct), "correct": correct,
-            "n": len(correct)}
+    n = len(correct)
+    return {"accuracy": sum(correct) / n, "gold_prob": gold_prob / n, "correct": correct, "n": n,
+            "label_accuracy": sum(label_correct) / n if labels is not None else None,
+            "label_correct": label_correct if labels is not None else None}
+
+
+def label_first_tokens(lm: Any, task: Task) -> list[int] | None:
+    """First tokens of a classification task's label words (in label order), None for open-vocabulary tasks.
+
+    Raises:
+        ValueError: two labels share their first token (a label-restricted argmax could not tell them apart).
+    """
+    if not task.labels:
+        return None
+    first = [ids[0] for ids in answer_ids(lm.tokenizer, task, task.labels)]
+    if len(set(first)) != len(first):
+        raise ValueError(f"labels {task.labels} of task {task.name!r} share first tokens {first}")
+    return first
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -470,7 +605,8 @@ def key_head_experiment(
         ``key`` / ``key_after`` ({zero, mean}), ``random`` / ``random_after`` ({zero: [...], mean: [...]}; ``random_after`` is None when
         the layers after the injection layer hold too few other heads),
         ``random_heads`` (the first control's draws), ``attention`` ({first, final}, L x H each), ``layer``,
-        ``n_queries``, ``n_test``.
+        ``n_queries``, ``n_test``, and ``key_u_shape`` / ``key_after_u_shape`` (:func:`u_shape_test` of each
+        set over the layers from the injection layer on; None with fewer than 3 such layers).
     """
     if n_random < 1:
         raise ValueError(f"n_random must be at least 1, got {n_random}")
@@ -495,6 +631,8 @@ def key_head_experiment(
             keys = top_heads(saliency, fraction, min_layer=min_layer)
             control = "random" if name == "key" else "random_after"
             out[f"{name}_heads"] = [list(h) for h in keys]
+            enough = lm.n_layers - layer >= 3 and any(l >= layer for l, _ in keys)
+            out[f"{name}_u_shape"] = u_shape_test(keys, layer, lm.n_layers, lm.geometry.n_heads).to_dict() if enough else None
             out[name] = {mode: head_accuracy(lm, runner, edits, heads=keys, mode=mode, means=means)["accuracy"]
                          for mode in ("zero", "mean")}
             if (lm.n_layers - min_layer) * lm.geometry.n_heads - len(keys) < len(keys):

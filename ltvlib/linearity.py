@@ -30,6 +30,11 @@ The measured quantity (the paper's high-level claim, Section "linear propagation
   ``v``'s projection onto the span of the label tokens' *effective* unembeddings ``u_t * g``, with ``g`` the
   final norm's gain, over ``|v|``), logit difference (gold label minus the mean of the other labels, on the
   final-norm input of real queries with ``v`` added), ``cos(theta, Q theta)``.
+- **Controls.** :func:`shift_accuracies`: the paper's constant shift ``W theta`` beside its upper bound, each
+  query's own shift. :func:`linearity_control`: the same diagnostics for random vectors of ``theta``'s norm
+  at the same layer; ``W`` is fitted around each vector from its own perturbations, so each draw costs one
+  fit (``n_draws`` sets the cost; ``fit=False`` keeps the fit-free measurements). Chapter-level, cached:
+  :func:`profile_linearity_control`.
 """
 
 from __future__ import annotations
@@ -498,6 +503,109 @@ def additivity(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Upper bound beside the constant shift, and the random-vector control
+
+
+@torch.no_grad()
+def lens_proportions(lm: Any, states: Tensor, gold: Sequence[int], labels: Sequence[int] | None = None) -> dict[str, Any]:
+    """Accuracy of final-norm inputs ``(n, d_model)`` with its ``n`` and Wilson interval.
+
+    Returns:
+        ``{"accuracy": record, "label_accuracy": record or None}`` (records as
+        :func:`ltvlib.ov.proportion_record`): the first-token argmax over the whole vocabulary, and, when
+        ``labels`` (the label words' first tokens) are given, over those tokens only.
+    """
+    from .ov import proportion_record
+
+    logits = lens_logits(lm, states).cpu()
+    g = torch.tensor(list(gold))
+    full = (logits.argmax(-1) == g).tolist()
+    label = None
+    if labels is not None:
+        ids = torch.tensor(list(labels))
+        label = proportion_record((ids[logits[:, ids].argmax(-1)] == g).tolist())
+    return {"accuracy": proportion_record(full), "label_accuracy": label}
+
+
+def shift_accuracies(
+    probe: ShiftProbe, layer: int, theta: Tensor, constant: Tensor, labels: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """The paper's constant shift against its upper bound, each query's own shift, on the probe's queries.
+
+    ``constant`` (``(d_model,)``, e.g. ``W theta``) is added to every query's final-norm input (last token);
+    ``own_shift`` adds each query's own measured shift ``shift_q(theta)`` (what the LTV at block ``layer``
+    really does there), the most any single added vector per query could reproduce; ``mean_shift`` adds the
+    query-mean of those shifts (the best constant ``W theta`` could aim at). Returns
+    :func:`lens_proportions` records for ``zero_shot``, ``constant``, ``mean_shift`` and ``own_shift``.
+    """
+    base = probe.base(layer)
+    own = probe.shift_all(layer, theta.detach().float().cpu())
+    states = {"zero_shot": base, "constant": base + constant.float().cpu(), "mean_shift": base + own.mean(0),
+              "own_shift": base + own}
+    return {name: lens_proportions(probe.lm, st, probe.gold, labels) for name, st in states.items()}
+
+
+def vector_diagnostics(
+    probe: ShiftProbe, layer: int, vector: Tensor, token_ids: Sequence[int], config: LinearityConfig | None = None,
+    *, fit: bool = True,
+) -> dict[str, float]:
+    """The chapter's per-vector measurements, for the LTV or a control vector (``(d_model,)``).
+
+    Always (``n_queries`` single-token forwards): ``cos_mean_shift`` (``cos(v, s(v))``, ``s`` the query-mean
+    shift), ``alignment`` (task alignment of ``v``) and ``alignment_mean_shift``. With ``fit`` (``W`` is fitted
+    around each vector from its own perturbations ``v + lambda eps``: ``ceil(fit_factor * d) + n_heldout``
+    forwards and a ``d x d`` solve), also ``cos_theta_Qtheta``, ``alignment_Qtheta``, ``alignment_Wtheta``,
+    ``r2_heldout`` and ``norm_ratio`` (``|S v| / |v|``)."""
+    return _diagnostics(probe, layer, vector, token_ids, config, fit)[0]
+
+
+def _diagnostics(
+    probe: ShiftProbe, layer: int, vector: Tensor, token_ids: Sequence[int], config: LinearityConfig | None, fit: bool,
+) -> tuple[dict[str, float], Tensor | None]:
+    """:func:`vector_diagnostics` and the fitted ``W`` (None without ``fit``)."""
+    v = vector.detach().float().cpu().reshape(-1)
+    mean_shift = probe.shift_all(layer, v).mean(0)
+    out = {"cos_mean_shift": cosine(v, mean_shift), "alignment": float(task_alignment(probe.lm, v, token_ids)),
+           "alignment_mean_shift": float(task_alignment(probe.lm, mean_shift, token_ids))}
+    if fit:
+        lf = fit_linear_map(probe, layer, v, config)
+        q, sym = polar(lf.W)
+        qv, wv = q @ v, lf.W @ v
+        out |= {"cos_theta_Qtheta": cosine(v, qv), "alignment_Qtheta": float(task_alignment(probe.lm, qv, token_ids)),
+                "alignment_Wtheta": float(task_alignment(probe.lm, wv, token_ids)), "r2_heldout": lf.r2_heldout,
+                "norm_ratio": float((sym @ v).norm() / v.norm())}
+        return out, lf.W
+    return out, None
+
+
+def linearity_control(
+    probe: ShiftProbe, layer: int, theta: Tensor, token_ids: Sequence[int], draws: Tensor,
+    config: LinearityConfig | None = None, *, fit: bool = True, ltv_values: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """:func:`vector_diagnostics` of the LTV ``theta`` and of every control vector in ``draws``.
+
+    ``ltv_values``: the LTV's own :func:`vector_diagnostics` if already measured (with the same ``fit``).
+
+    ``draws`` (``(n_draws, d_model)``) are e.g. :func:`ltvlib.controls.random_like` of ``theta``: vectors of its
+    norm injected at the same layer. Each fit costs as much as the LTV's own, so the control's cost is
+    ``n_draws`` times the fit (``fit=False`` keeps only the fit-free measurements).
+
+    Returns:
+        ``ltv`` (the LTV's values), ``draws`` (one dict per draw, in order) and ``summary``: per measurement a
+        :class:`ltvlib.controls.ControlSummary` dict (LTV against the draws; mean and central 95 % of the draws,
+        one-sided p-value for the LTV being greater).
+    """
+    from .controls import summarise_control
+
+    if draws.dim() != 2 or draws.shape[1] != probe.lm.d_model or draws.shape[0] < 1:
+        raise ValueError(f"draws of shape {tuple(draws.shape)}: expected (n_draws >= 1, {probe.lm.d_model})")
+    own = vector_diagnostics(probe, layer, theta, token_ids, config, fit=fit) if ltv_values is None else ltv_values
+    rows = [vector_diagnostics(probe, layer, d, token_ids, config, fit=fit) for d in draws]
+    summary = {k: summarise_control(own[k], [r[k] for r in rows]).to_dict() for k in own}
+    return {"ltv": own, "draws": rows, "summary": summary, "fit": fit, "n_draws": int(draws.shape[0])}
+
+
+# ---------------------------------------------------------------------------------------------------------
 # The chapter's measurement, cached per (model, task, layer, profile sizes, seed, vector, source)
 
 LINEARITY_SIZES: dict[str, LinearityConfig] = {
@@ -622,3 +730,49 @@ def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed:
         }
 
     return cached_json("linearity", key, compute)
+
+
+def profile_linearity_control(
+    lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 0, n_draws: int = 5, fit: bool = True,
+) -> dict[str, Any]:
+    """Controls for chapter 05 at one (task, layer), cached: the random-vector control and the upper bound.
+
+    The LTV is :func:`ltvlib.experiments.profile_ltv` (as in :func:`profile_linearity`). ``control``:
+    :func:`linearity_control` of the LTV against ``n_draws`` random vectors of its norm
+    (:func:`ltvlib.controls.random_like`, seed ``seed + 2``) on the fit queries; each draw refits ``W`` (the
+    cost is ``n_draws`` fits; ``fit=False`` measures only the fit-free quantities). ``shift_accuracy`` (on
+    the test queries): :func:`shift_accuracies` with ``W theta`` as the constant, so the paper's constant
+    shift stands beside its upper bound, each query's own shift; label-restricted accuracies for
+    classification tasks.
+    """
+    from .controls import random_like
+    from .experiments import profile_ltv, profile_splits
+
+    layer = check_layer(layer, lm.n_layers)
+    config = replace(linearity_config(profile), seed=seed)
+    splits = profile_splits(task, profile)
+    ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
+    theta = ltv.vectors[0].float()
+    key = {"what": "control", "model": lm.name, "task": task_key(task), "layer": layer, "config": asdict(config),
+           "n_test": len(splits.test), "n_train": len(splits.train), "seed": seed, "n_draws": n_draws, "fit": fit,
+           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "source": dependency_hash(__name__)}
+
+    def compute() -> dict[str, Any]:
+        start = time.perf_counter()
+        fit_q = list(splits.train[: config.n_queries])
+        probe = _memo(_PROBES, ("fit", id(lm.model), task, tuple(fit_q)), lambda: ShiftProbe(lm, task, fit_q))
+        test = _memo(_PROBES, ("test", id(lm.model), task, splits.test), lambda: ShiftProbe(lm, task, splits.test))
+        token_ids = label_token_ids(lm, task, list(splits.test))
+        draws = random_like(theta.cpu(), n_draws, seed + 2)
+        own, w = _diagnostics(probe, layer, theta, token_ids, config, True)
+        if not fit:
+            own = {k: own[k] for k in ("cos_mean_shift", "alignment", "alignment_mean_shift")}
+        control = linearity_control(probe, layer, theta, token_ids, draws, config, fit=fit, ltv_values=own)
+        assert w is not None
+        labels = token_ids if get_task(task).labels else None
+        return {"task": task, "layer": layer, "control": control, "alignment_random": alignment_baseline(lm, token_ids),
+                "shift_accuracy": shift_accuracies(test, layer, theta, w @ theta, labels),
+                "seconds": time.perf_counter() - start}
+
+    return cached_json("linearity/control", key, compute)

@@ -36,6 +36,15 @@ token; added):
   where ``J_{l'}`` is the Jacobian of block ``l'``'s MLP branch (its norm, the MLP and, for Gemma, the post-MLP
   norm) at the stream entering that branch at the last position, averaged over queries. Both are direct-path,
   first-order contributions of theta (through attention values, or through MLPs), so they can be compared.
+
+**The paper's form and ours.** Only the bare-weight sum (``scales=None``, every head weight 1; ``ov_raw`` in
+:func:`ov_experiment`, :func:`paper_ov`) is the paper's reconstruction; the measured-scale, attention-weighted
+and |theta|-rescaled variants are ours (:data:`OV_VARIANTS`) and are not for verdicts on the paper's claim.
+
+**Control.** :func:`ov_control` sends random vectors of theta's norm (:func:`ltvlib.controls.random_like`)
+through the same reconstruction and evaluation, so that "theta_OV recovers X %" stands beside "random
+vectors' theta_OV recover Y % [central 95 % of the draws]"; every accuracy carries its ``n`` and Wilson
+interval, and classification tasks get the label-restricted accuracy beside the full-vocabulary one.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ import torch
 from torch import Tensor
 
 from .cache import cached_json, dependency_hash
+from .controls import random_like, summarise_control
 from .heads import check_head
 from .inject import HookNotFiredError, VectorEdit
 from .key_heads import LastTokenRunner, attention_stats, head_accuracy, last_token_runner, vector_key
@@ -63,6 +73,7 @@ from .sites import (
     o_proj,
     v_proj,
 )
+from .stats import Proportion
 from .tasks import Example
 
 
@@ -246,6 +257,112 @@ def mlp_response(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int,
 
 
 # --------------------------------------------------------------------------------------------------------
+# Which reconstruction is the paper's, and the random-vector control
+# --------------------------------------------------------------------------------------------------------
+
+#: What each vector of :func:`ov_experiment` is. Only ``ov_raw``, the bare-weight sum
+#: ``sum_{l' >= l, h} W_O,h W_V,h theta`` (RMSNorm gains folded into the weights, as the paper's notation leaves
+#: open), is the paper's reconstruction; the others are ours and must not decide a verdict on the paper's claim.
+OV_VARIANTS: dict[str, str] = {
+    "ltv": "the LTV itself",
+    "ov_raw": "paper",
+    "ov": "measured norm scales (ours)",
+    "ov_weighted": "attention-weighted, measured norm scales (ours)",
+    "ov_normed": "rescaled to |theta| (ours)",
+    "mlp": "MLP-path control (the paper's comparison, our first-order form)",
+}
+
+#: The reconstructions :func:`ov_control` can apply to a vector: the paper's sum, or its direction at the
+#: vector's own norm (ours).
+CONTROL_VARIANTS = ("paper", "rescaled (ours)")
+
+
+def paper_ov(lm: Any, vector: Tensor, layer: int, *, variant: str = "paper") -> Tensor:
+    """``theta_OV`` of ``vector`` in the paper's form (bare weights, every head weight 1), or with
+    ``variant="rescaled (ours)"`` the same direction at ``vector``'s norm. ``(d_model,)``, to be injected in
+    place of ``vector`` (block input of ``layer``, last position, added)."""
+    if variant not in CONTROL_VARIANTS:
+        raise ValueError(f"unknown OV variant {variant!r}; allowed: {', '.join(CONTROL_VARIANTS)}")
+    out = ov_reconstruction(lm, vector, layer)
+    if variant == "rescaled (ours)":
+        out = out * (vector.double().norm() / out.double().norm().clamp_min(1e-30)).to(out.dtype)
+    return out
+
+
+def proportion_record(correct: Sequence[bool]) -> dict[str, Any]:
+    """``{"successes", "n", "value", "low", "high"}`` of per-query correctness, with the Wilson 95 % interval
+    (:class:`ltvlib.stats.Proportion`)."""
+    p = Proportion(int(sum(bool(c) for c in correct)), len(correct))
+    lo, hi = p.interval
+    return {"successes": p.successes, "n": p.n, "value": p.value, "low": lo, "high": hi}
+
+
+def injected_accuracy(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int) -> dict[str, Any]:
+    """Accuracy of ``runner``'s queries with ``vector`` added at the input of block ``layer``, last position.
+
+    Returns:
+        ``{"accuracy": proportion, "label_accuracy": proportion or None}`` (:func:`proportion_record`): the
+        first-token argmax over the whole vocabulary, and over the label words' first tokens (classification
+        tasks only).
+    """
+    res = head_accuracy(lm, runner, [VectorEdit(layer, -1, vector.to(lm.device, lm.dtype))])
+    label = res["label_correct"]
+    return {"accuracy": proportion_record(res["correct"]),
+            "label_accuracy": proportion_record(label) if label is not None else None}
+
+
+def ov_control(
+    lm: Any, runner: LastTokenRunner, theta: Tensor, layer: int, draws: Tensor, *, variant: str = "paper",
+) -> dict[str, Any]:
+    """``theta_OV`` of the LTV and of random vectors through the same reconstruction and evaluation.
+
+    Args:
+        runner: the test queries.
+        theta: ``(d_model,)``, the LTV injected at the input of block ``layer`` (last position, added).
+        draws: ``(n_draws, d_model)`` control vectors, e.g. :func:`ltvlib.controls.random_like` of ``theta``.
+        variant: ``"paper"`` (the verdict's form) or ``"rescaled (ours)"`` (see :func:`paper_ov`).
+
+    Returns:
+        ``variant``, ``layer``, ``ltv`` (:func:`injected_accuracy` of the LTV's ``theta_OV``), ``draws`` (one
+        such record per control vector, in order), and ``summary``: for ``accuracy`` and, for classification
+        tasks, ``label_accuracy``, a :class:`ltvlib.controls.ControlSummary` dict of the LTV's value against
+        the draws' values (one-sided, LTV greater).
+    """
+    if draws.dim() != 2 or draws.shape[1] != lm.d_model or draws.shape[0] < 1:
+        raise ValueError(f"draws of shape {tuple(draws.shape)}: expected (n_draws >= 1, {lm.d_model})")
+    own = injected_accuracy(lm, runner, paper_ov(lm, theta, layer, variant=variant), layer)
+    rows = [injected_accuracy(lm, runner, paper_ov(lm, d, layer, variant=variant), layer) for d in draws]
+    summary = {}
+    for key in ("accuracy", "label_accuracy"):
+        if own[key] is not None:
+            summary[key] = summarise_control(own[key]["value"], [r[key]["value"] for r in rows]).to_dict()
+    return {"variant": variant, "layer": layer, "ltv": own, "draws": rows, "summary": summary}
+
+
+def ov_control_experiment(
+    lm: Any, ltv: Any, test: Sequence[Example], *, n_draws: int = 10, seed: int = 0, variant: str = "paper",
+) -> dict[str, Any]:
+    """Cached :func:`ov_control` of a trained single-vector LTV on ``test`` with ``n_draws`` random vectors of
+    its norm (:func:`ltvlib.controls.random_like`, ``seed``). Cost: ``n_draws + 1`` evaluations of ``test``."""
+    if len(ltv.layers) != 1 or len(ltv.positions) != 1 or ltv.positions[0] != -1:
+        raise ValueError(f"ov_control_experiment needs a single-vector LTV at position -1, got layers {ltv.layers}, "
+                         f"positions {ltv.positions}")
+    if variant not in CONTROL_VARIANTS:
+        raise ValueError(f"unknown OV variant {variant!r}; allowed: {', '.join(CONTROL_VARIANTS)}")
+    layer = ltv.layers[0]
+    key = {"what": "ov-control", "model": lm.name, "test": [e.input for e in test], "n_draws": n_draws, "seed": seed,
+           "variant": variant, **vector_key(ltv), "source": dependency_hash(__name__)}
+
+    def compute() -> dict[str, Any]:
+        theta = ltv.vectors[0].to(lm.device, lm.dtype)
+        draws = random_like(theta.float().cpu(), n_draws, seed).to(lm.device, lm.dtype)
+        runner = last_token_runner(lm, ltv.task, test)
+        return ov_control(lm, runner, theta, layer, draws, variant=variant) | {"n_draws": n_draws, "seed": seed}
+
+    return cached_json("ov/control", key, compute)
+
+
+# --------------------------------------------------------------------------------------------------------
 # Chapter-level helper (cached)
 # --------------------------------------------------------------------------------------------------------
 
@@ -259,7 +376,10 @@ def ov_experiment(lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[
 
     Returns:
         ``accuracy`` per variant (``zero_shot``, ``ltv``, ``ov``, ``ov_weighted``, ``ov_raw``, ``mlp``, and
-        ``ov_normed``: ``ov`` rescaled to the LTV's norm),
+        ``ov_normed``: ``ov`` rescaled to the LTV's norm), ``label_accuracy`` (the same, argmax over the label
+        words' first tokens; None for open-vocabulary tasks), ``proportions`` (each as
+        :func:`proportion_record`, with ``n`` and Wilson interval), ``variants`` (:data:`OV_VARIANTS`: which is
+        the paper's form, which are ours) and ``paper_variant`` (``"ov_raw"``, the one for verdicts),
         ``norm`` (L2 norm of each vector), ``cos`` (cosine with the LTV), ``layer``, ``n_test``.
     """
     if len(ltv.layers) != 1 or len(ltv.positions) != 1 or ltv.positions[0] != -1:
@@ -285,12 +405,18 @@ def ov_experiment(lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[
         # the plain sum's direction at theta's size: separates a wrong direction from a wrong scale
         vectors["ov_normed"] = vectors["ov"] * (theta.norm() / vectors["ov"].norm())
         runner = last_token_runner(lm, ltv.task, test)
-        acc = {"zero_shot": head_accuracy(lm, runner)["accuracy"]}
+        results = {"zero_shot": head_accuracy(lm, runner)}
         for name, v in vectors.items():
-            acc[name] = head_accuracy(lm, runner, [VectorEdit(layer, -1, v)])["accuracy"]
+            results[name] = head_accuracy(lm, runner, [VectorEdit(layer, -1, v)])
+        acc = {name: r["accuracy"] for name, r in results.items()}
+        label_acc = {name: r["label_accuracy"] for name, r in results.items()} if runner.task.labels else None
+        proportions = {name: {"accuracy": proportion_record(r["correct"]),
+                              "label_accuracy": proportion_record(r["label_correct"]) if label_acc else None}
+                       for name, r in results.items()}
         cos = torch.nn.functional.cosine_similarity
         return {
-            "accuracy": acc, "layer": layer, "n_test": len(test),
+            "accuracy": acc, "label_accuracy": label_acc, "proportions": proportions, "variants": OV_VARIANTS,
+            "paper_variant": "ov_raw", "layer": layer, "n_test": len(test),
             "norm": {k: float(v.double().norm()) for k, v in vectors.items()},
             "cos": {k: float(cos(v.double(), theta.double(), dim=0)) for k, v in vectors.items()},
         }

@@ -3,6 +3,8 @@ touches exactly the chosen slice and always removes its hooks; attention statist
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -15,9 +17,11 @@ from ltvlib.key_heads import (
     check_heads,
     head_accuracy,
     head_saliency,
+    hypergeometric_sf,
     mean_head_outputs,
     random_heads,
     top_heads,
+    u_shape_test,
 )
 from ltvlib.prefix import forward_tokens
 from ltvlib.prompts import answer_ids, encode_prompts, pad_left
@@ -181,3 +185,70 @@ def test_attention_stats_under_left_padding(tiny):
     assert bool((batched.first > 0).all()) and bool((batched.final > 0).all())
     assert bool((both <= 1 + 1e-5).all()), "first and final are different tokens: their masses add to at most 1"
     assert tiny.model.config._attn_implementation == implementation, "eager attention was not switched back"
+
+
+def test_hypergeometric_tail_by_enumeration():
+    """P(X >= k) for 3 draws from 6 items, 2 marked: enumerate all 20 subsets."""
+    from itertools import combinations
+    subsets = list(combinations(range(6), 3))
+    for k in range(4):
+        expected = sum(1 for s in subsets if sum(i < 2 for i in s) >= k) / len(subsets)
+        assert hypergeometric_sf(k, 6, 2, 3) == pytest.approx(expected)
+
+
+def test_u_shape_statistic_on_synthetic_key_heads():
+    n_layers, n_heads, layer = 30, 9, 6  # 24 layers from the injection layer on: thirds of 8
+    # U-shaped: heads right after the injection layer and in the last layers, plus some before it
+    u = [(l, h) for l in (6, 7, 8, 27, 28, 29) for h in range(4)] + [(0, 0), (1, 1), (2, 2)]
+    res = u_shape_test(u, layer, n_layers, n_heads)
+    assert res.n == 24 and res.n_before == 3
+    assert res.thirds_layers == (8, 8, 8) and res.counts == (12, 0, 12)
+    assert res.expected == pytest.approx((8.0, 8.0, 8.0)) and res.expected_fraction == pytest.approx(2 / 3)
+    assert res.fraction == 1.0 and res.effect == pytest.approx(1 / 3)
+    assert res.effect_low > 0 and res.effect_high == pytest.approx(1 / 3)
+    # all 24 drawn heads land in the outer 144 of 216 heads
+    assert res.p_value == pytest.approx(math.comb(144, 24) / math.comb(216, 24))
+    assert res.p_value < 1e-3
+    assert res.chi2 == pytest.approx(12.0) and res.chi2_p == pytest.approx(math.exp(-6.0))
+    # uniform: the same number of heads in every post-injection layer
+    flat = [(l, h) for l in range(layer, n_layers) for h in range(2)]
+    even = u_shape_test(flat, layer, n_layers, n_heads)
+    assert even.counts == (16, 16, 16) and even.fraction == pytest.approx(2 / 3)
+    assert even.chi2 == 0.0 and even.chi2_p == 1.0
+    assert even.p_value > 0.4 and even.effect_low < 0 < even.effect_high
+    # middle-heavy: the one-sided test sees no U
+    mid = [(l, h) for l in range(14, 22) for h in range(3)]
+    assert u_shape_test(mid, layer, n_layers, n_heads).p_value == 1.0
+    assert set(res.to_dict()) >= {"counts", "expected", "p_value", "effect", "effect_low", "effect_high", "chi2"}
+
+
+def test_u_shape_thirds_of_an_uneven_layer_count_and_errors():
+    res = u_shape_test([(3, 0), (4, 1), (9, 0)], 3, 10, 2)  # 7 layers: ranks 0-2 | 3-4 | 5-6
+    assert res.thirds_layers == (3, 2, 2) and res.counts == (2, 0, 1)
+    assert res.expected_fraction == pytest.approx(5 / 7)
+    with pytest.raises(ValueError, match="at least 3 layers"):
+        u_shape_test([(9, 0)], 8, 10, 2)
+    with pytest.raises(ValueError, match="no key head"):
+        u_shape_test([(0, 0)], 3, 10, 2)
+    with pytest.raises(ValueError, match="distinct"):
+        u_shape_test([(4, 0), (4, 0)], 3, 10, 2)
+    with pytest.raises(ValueError, match="distinct"):
+        u_shape_test([(4, 5)], 3, 10, 2)
+
+
+def test_head_accuracy_reports_label_restricted_accuracy(tiny):
+    task = get_task("sst2")
+    examples = load_splits(task).test[:6]
+    runner = LastTokenRunner(tiny, task, examples, batch_size=4)
+    res = head_accuracy(tiny, runner, _edits(tiny))
+    prompts = encode_prompts(tiny.tokenizer, task, examples)
+    ids, mask = pad_left(prompts.full_rows(), tiny.tokenizer.pad_token_id)
+    with inject(tiny, _edits(tiny), attention_mask=mask):
+        logits, _ = forward_tokens(tiny, ids, mask)
+    labels = [a[0] for a in answer_ids(tiny.tokenizer, task, task.labels)]
+    pred = [labels[i] for i in logits[:, -1, labels].argmax(-1).tolist()]
+    gold = [a[0] for a in answer_ids(tiny.tokenizer, task, [e.output for e in examples])]
+    assert res["label_correct"] == [p == g for p, g in zip(pred, gold)]
+    assert res["label_accuracy"] == pytest.approx(sum(res["label_correct"]) / 6)
+    open_vocab = head_accuracy(tiny, LastTokenRunner(tiny, TASK, _examples()))
+    assert open_vocab["label_accuracy"] is None and open_vocab["label_correct"] is None

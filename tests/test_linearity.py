@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from ltvlib.controls import random_like
 from ltvlib.inject import HookNotFiredError, VectorEdit, inject
 from ltvlib.linearity import (
     LinearityConfig,
@@ -17,13 +18,16 @@ from ltvlib.linearity import (
     fit_linear_map,
     homogeneity,
     lens_logits,
+    linearity_control,
     logit_difference,
     logit_lens,
     polar,
     record_final_norm_input,
+    shift_accuracies,
     task_alignment,
+    vector_diagnostics,
 )
-from ltvlib.prompts import encode_prompts, pad_left
+from ltvlib.prompts import answer_ids, encode_prompts, pad_left
 from ltvlib.sites import decoder_layers
 from ltvlib.tasks import get_task, load_splits
 from tests.models_fixtures import tiny_gemma3, tiny_llama
@@ -240,3 +244,87 @@ def test_gemma_linear_tail_with_zeroed_attention():
     theta = torch.randn(d, generator=gen)
     fit = fit_linear_map(probe, 1, theta, LinearityConfig(n_queries=4, n_heldout=16, ridge=0.0))
     torch.testing.assert_close(fit.W, true_map, atol=2e-4, rtol=1e-3)
+
+
+def test_shift_accuracies_own_shift_is_the_injected_forward(tiny):
+    """``own_shift`` is each query's real shift: its accuracy is the full forward's with theta injected at the
+    layer; the constant equal to the mean shift scores as ``mean_shift``; label-restricted beside full."""
+    task = get_task("sst2")
+    qs = load_splits(task).test[:6]
+    probe = ShiftProbe(tiny, task, qs)
+    theta = 3 * torch.randn(tiny.d_model, generator=torch.Generator().manual_seed(5))
+    layer = 1
+    labels = [a[0] for a in answer_ids(tiny.tokenizer, task, task.labels)]
+    res = shift_accuracies(probe, layer, theta, probe.shift_all(layer, theta).mean(0), labels)
+    rows = encode_prompts(tiny.tokenizer, task, qs).full_rows()
+    ids, mask = pad_left(rows, tiny.tokenizer.pad_token_id)
+    with torch.no_grad(), inject(tiny, [VectorEdit(layer, -1, theta)], attention_mask=mask):
+        logits = tiny.model(input_ids=ids, attention_mask=mask).logits[:, -1]
+    gold = torch.tensor(probe.gold)
+    full = int((logits.argmax(-1) == gold).sum())
+    restricted = int((torch.tensor(labels)[logits[:, labels].argmax(-1)] == gold).sum())
+    assert res["own_shift"]["accuracy"]["successes"] == full
+    assert res["own_shift"]["label_accuracy"]["successes"] == restricted
+    assert res["constant"] == res["mean_shift"]
+    for rec in res.values():
+        assert rec["accuracy"]["n"] == 6 and rec["accuracy"]["low"] <= rec["accuracy"]["value"] <= rec["accuracy"]["high"]
+    assert shift_accuracies(probe, layer, theta, theta)["own_shift"]["label_accuracy"] is None
+
+
+def test_linearity_control_measures_every_draw(tiny):
+    qs = queries(tiny, 4)
+    probe = ShiftProbe(tiny, TASK, qs)
+    theta = 2 * torch.randn(tiny.d_model, generator=torch.Generator().manual_seed(6))
+    token_ids = [a[0] for a in answer_ids(tiny.tokenizer, TASK, [e.output for e in qs])]
+    config = LinearityConfig(n_queries=4, fit_factor=1.0, n_heldout=8)
+    draws = random_like(theta, 2, seed=3)
+    res = linearity_control(probe, 1, theta, token_ids, draws, config)
+    keys = {"cos_mean_shift", "alignment", "alignment_mean_shift", "cos_theta_Qtheta", "alignment_Qtheta",
+            "alignment_Wtheta", "r2_heldout", "norm_ratio"}
+    assert set(res["ltv"]) == keys and len(res["draws"]) == 2 and res["n_draws"] == 2
+    # each draw's values are that vector's own diagnostics (its own fit), and the LTV's are theta's
+    assert res["draws"][1] == vector_diagnostics(probe, 1, draws[1], token_ids, config)
+    fit = fit_linear_map(probe, 1, theta, config)
+    q, _ = polar(fit.W)
+    qt = q @ theta
+    assert res["ltv"]["cos_theta_Qtheta"] == pytest.approx(float(qt @ theta / (qt.norm() * theta.norm())), abs=1e-5)
+    assert res["ltv"]["alignment"] == pytest.approx(float(task_alignment(tiny, theta, token_ids)), abs=1e-6)
+    for k in keys:
+        summ = res["summary"][k]
+        assert summ["draws"] == [r[k] for r in res["draws"]] and summ["value"] == res["ltv"][k]
+        assert summ["low"] <= summ["high"] and 1 / 3 <= summ["p_value"] <= 1
+    cheap = linearity_control(probe, 1, theta, token_ids, draws, config, fit=False)
+    assert set(cheap["ltv"]) == {"cos_mean_shift", "alignment", "alignment_mean_shift"}
+    assert cheap["draws"][0]["cos_mean_shift"] == res["draws"][0]["cos_mean_shift"]
+    with pytest.raises(ValueError, match="draws of shape"):
+        linearity_control(probe, 1, theta, token_ids, draws[0], config)
+
+
+def test_profile_linearity_control_puts_the_constant_shift_beside_its_upper_bound(tmp_path, monkeypatch):
+    from ltvlib.linearity import linearity_config, profile_linearity, profile_linearity_control
+    from ltvlib.profiles import get_profile
+
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    lm = tiny_llama()
+    prof = get_profile("smoke")
+    res = profile_linearity_control(lm, "sst2", prof, 1, n_draws=2)
+    ref = profile_linearity(lm, "sst2", prof, 1)
+    ctl = res["control"]
+    assert ctl["n_draws"] == 2 and len(ctl["draws"]) == 2 and ctl["fit"]
+    assert ctl["ltv"]["cos_theta_Qtheta"] == pytest.approx(ref["cos_theta_Qtheta"], abs=1e-6)
+    assert ctl["ltv"]["alignment_Qtheta"] == pytest.approx(ref["alignment"]["Q theta"], abs=1e-6)
+    # the draws are random_like(theta, n_draws, seed + 2) at the LTV's layer
+    from ltvlib.controls import random_like
+    from ltvlib.experiments import profile_ltv, profile_splits
+    from ltvlib.linearity import label_token_ids
+
+    theta = profile_ltv(lm, "sst2", prof, layers=[1]).vectors[0].float()
+    labels = label_token_ids(lm, "sst2", list(profile_splits("sst2", prof).test))
+    expected = task_alignment(lm, random_like(theta, 2, seed=2), labels)
+    assert [r["alignment"] for r in ctl["draws"]] == pytest.approx(expected.tolist(), abs=1e-6)
+    acc = res["shift_accuracy"]
+    assert acc["own_shift"]["accuracy"]["value"] == pytest.approx(ref["accuracy"]["ltv_lens"])
+    assert acc["constant"]["accuracy"]["value"] == pytest.approx(ref["accuracy"]["W theta"])
+    assert acc["own_shift"]["label_accuracy"]["n"] == prof.n_test
+    assert linearity_config(prof).n_queries == 8
+    assert profile_linearity_control(lm, "sst2", prof, 1, n_draws=2) == res  # cached

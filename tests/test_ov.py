@@ -6,16 +6,22 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ltvlib.controls import random_like
 from ltvlib.heads import HeadPatch, o_proj, patch_heads
 from ltvlib.inject import VectorEdit, inject, record_residual
 from ltvlib.key_heads import LastTokenRunner
 from ltvlib.ov import (
+    CONTROL_VARIANTS,
+    OV_VARIANTS,
     NormScales,
+    injected_accuracy,
     measure_norm_scales,
     mlp_response,
+    ov_control,
     ov_matrix,
     ov_outputs,
     ov_reconstruction,
+    paper_ov,
 )
 from ltvlib.prefix import forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
@@ -30,6 +36,7 @@ from ltvlib.sites import (
     norm_gain,
 )
 from ltvlib.tasks import get_task, load_splits
+from tests.models_fixtures import tiny_gemma3, tiny_llama
 
 
 def _examples(n=4):
@@ -229,3 +236,109 @@ def test_ov_term_with_measured_scales_is_what_one_head_writes_into_the_stream(ti
         if post is not None:
             with torch.no_grad():
                 post.weight.copy_(saved)
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_gemma3])
+def test_paper_form_is_the_explicit_sum_of_w_o_w_v_theta(build):
+    """From the raw weights, without ov_matrix: for every later block and query head, o_proj's column slice of
+    the head times v_proj's rows of its KV group times the pre-attention gain times theta, summed (and, for
+    Gemma, times the attention-output norm's gain). The norms get random weights so the gains matter. The
+    rescaled variant is that direction at |theta|."""
+    tiny = build(seed=2)
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for name, p in tiny.model.named_parameters():
+            if "norm" in name:
+                p.copy_(torch.randn(p.shape, generator=gen))
+    g = tiny.geometry
+    theta = torch.randn(g.d_model, generator=torch.Generator().manual_seed(8)).double()
+    for layer in range(g.n_layers):
+        expected = torch.zeros(g.d_model, dtype=torch.float64)
+        for l in range(layer, g.n_layers):
+            block = decoder_layers(tiny.model)[l]
+            gain = norm_gain(attn_input_norm(tiny, l), tiny.table).double()
+            w_v = block.self_attn.v_proj.weight.double()
+            w_o = block.self_attn.o_proj.weight.double()
+            term = torch.zeros(g.d_model, dtype=torch.float64)
+            for h in range(g.n_heads):
+                kv = h // (g.n_heads // g.n_kv_heads)
+                rows = w_v[kv * g.head_dim : (kv + 1) * g.head_dim]
+                term += w_o[:, h * g.head_dim : (h + 1) * g.head_dim] @ (rows @ (gain * theta))
+            post = attn_output_norm(tiny, l)
+            expected += term * (norm_gain(post, tiny.table).double() if post is not None else 1.0)
+        got = paper_ov(tiny, theta.float(), layer).double()
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * float(expected.abs().max()))
+        rescaled = paper_ov(tiny, theta.float(), layer, variant="rescaled (ours)").double()
+        assert rescaled.norm() == pytest.approx(float(theta.norm()), rel=1e-5)
+        assert float(torch.nn.functional.cosine_similarity(rescaled, expected, dim=0)) == pytest.approx(1.0, abs=1e-5)
+    assert OV_VARIANTS["ov_raw"] == "paper"
+    assert all("ours" in v for k, v in OV_VARIANTS.items() if k in ("ov", "ov_weighted", "ov_normed"))
+    with pytest.raises(ValueError, match="unknown OV variant"):
+        paper_ov(tiny, theta.float(), 0, variant="scaled")
+
+
+def test_ov_control_gives_each_draw_an_accuracy_with_its_interval(tiny):
+    task = get_task("sst2")
+    test = load_splits(task).test[:8]
+    runner = LastTokenRunner(tiny, task, test, batch_size=5)
+    theta = 4 * torch.randn(tiny.d_model, generator=torch.Generator().manual_seed(9))
+    draws = random_like(theta, 3, seed=1)
+    for variant in CONTROL_VARIANTS:
+        res = ov_control(tiny, runner, theta, 1, draws, variant=variant)
+        assert res["variant"] == variant and len(res["draws"]) == 3
+        for row in [res["ltv"], *res["draws"]]:
+            for key in ("accuracy", "label_accuracy"):
+                rec = row[key]
+                assert rec["n"] == 8 and rec["value"] == rec["successes"] / 8
+                assert 0 <= rec["low"] <= rec["value"] <= rec["high"] <= 1 and rec["high"] > rec["low"]
+        # each draw's record is the accuracy of that draw's theta_OV injected where theta was
+        again = injected_accuracy(tiny, runner, paper_ov(tiny, draws[2], 1, variant=variant), 1)
+        assert again == res["draws"][2]
+        for key in ("accuracy", "label_accuracy"):
+            summ = res["summary"][key]
+            vals = [r[key]["value"] for r in res["draws"]]
+            assert summ["draws"] == vals and summ["value"] == res["ltv"][key]["value"]
+            assert summ["p_value"] == pytest.approx((1 + sum(v >= summ["value"] for v in vals)) / 4)
+    open_runner = LastTokenRunner(tiny, "antonym", _examples())
+    res = ov_control(tiny, open_runner, theta, 0, draws[:1])
+    assert res["ltv"]["label_accuracy"] is None and set(res["summary"]) == {"accuracy"}
+    with pytest.raises(ValueError, match="draws of shape"):
+        ov_control(tiny, runner, theta, 1, draws[0])
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_chapter_helpers_label_the_paper_form_and_report_the_control(llama, cache):
+    """On a classification task: ov_experiment names its paper variant and gives label-restricted accuracy
+    with intervals; ov_control_experiment is ov_control on the LTV's norm-matched draws (and cached);
+    key_head_experiment carries the U-shape statistic of its key heads after the injection layer."""
+    from ltvlib.experiments import profile_ltv, profile_splits
+    from ltvlib.key_heads import key_head_experiment, last_token_runner
+    from ltvlib.ov import ov_control_experiment, ov_experiment
+    from ltvlib.profiles import get_profile
+
+    prof = get_profile("smoke")
+    ltv = profile_ltv(llama, "sst2", prof, layers=[0])
+    splits = profile_splits("sst2", prof)
+    queries, test = list(splits.validation[:6]), list(splits.test)
+    res = ov_experiment(llama, ltv, queries, test)
+    assert res["paper_variant"] == "ov_raw" and res["variants"]["ov_raw"] == "paper"
+    assert set(res["label_accuracy"]) == set(res["accuracy"])
+    for name, rec in res["proportions"].items():
+        assert rec["accuracy"]["value"] == res["accuracy"][name] and rec["accuracy"]["n"] == len(test)
+        assert rec["label_accuracy"]["value"] == res["label_accuracy"][name]
+    ctl = ov_control_experiment(llama, ltv, test, n_draws=2, seed=5)
+    assert ctl["n_draws"] == 2 and len(ctl["draws"]) == 2 and ctl["variant"] == "paper"
+    theta = ltv.vectors[0].float()
+    direct = ov_control(llama, last_token_runner(llama, "sst2", test), theta, 0, random_like(theta, 2, seed=5))
+    assert ctl["draws"] == direct["draws"] and ctl["ltv"] == direct["ltv"]
+    assert ctl["ltv"]["accuracy"]["value"] == res["accuracy"]["ov_raw"]
+    assert ov_control_experiment(llama, ltv, test, n_draws=2, seed=5) == ctl
+    kh = key_head_experiment(llama, ltv, queries, test, fraction=0.25, n_random=1)
+    u = kh["key_after_u_shape"]
+    assert u["n"] == len(kh["key_after_heads"]) == 3 and u["n_before"] == 0 and sum(u["counts"]) == 3
+    assert 0 < u["p_value"] <= 1 and u["effect_low"] <= u["effect"] <= u["effect_high"]
