@@ -52,8 +52,10 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # clamp float noise at the ends (p = 0 or 1 give exactly 0 / 1 in exact arithmetic)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # p = 0 and p = 1 give exactly 0 and 1 in exact arithmetic; in floats centre - half can come out as 1e-17
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
 
 
 @dataclass(frozen=True)

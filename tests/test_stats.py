@@ -23,7 +23,7 @@ def test_wilson_known_value():
     assert lo == pytest.approx(0.40383, abs=1e-4) and hi == pytest.approx(0.59617, abs=1e-4)
 
 
-@pytest.mark.parametrize("n", [1, 7, 200])
+@pytest.mark.parametrize("n", [1, 7, 20, 24, 100, 200])
 def test_wilson_contains_estimate_and_stays_in_unit_interval(n):
     for k in range(n + 1):
         lo, hi = wilson_interval(k, n)
