@@ -7,7 +7,8 @@ every token of every prompt with gradients at every step and validation pass; wi
 only the tokens from there on run. Same recipe, seed, batches and early stopping otherwise, so the vectors
 agree up to float rounding (and the early-stopping decisions with them, unless a validation score ties).
 
-Reports, per path: training wall time (everything :func:`ltvlib.ltv.train_ltv` does: caches, stream RMS,
+Reports, per path: training wall time and this process's CPU time (less sensitive than wall time to other
+jobs sharing the cores; everything :func:`ltvlib.ltv.train_ltv` does: caches, stream RMS,
 steps, validation passes), steps, time per step, the kept vector's validation accuracy, the test accuracy of
 the vector evaluated through its own path (and the evaluation time), then the vectors' max difference.
 
@@ -49,16 +50,16 @@ def main() -> None:
     vectors = {}
     for path in paths:
         config = with_config(FAST_RECIPE, prefix_cache=path == "tail")
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         ltv = train_ltv(lm, args.task, layers=[args.layer], positions=positions, recipe=config, seed=args.seed,
                         splits=splits, progress=False)
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
         t = time.perf_counter()
         es = EvalSet(lm, args.task, test, tail=tail_needed(positions) if path == "tail" else None, cache_rows=False)
         r = evaluate(es, ltv.edits())
         eval_seconds = time.perf_counter() - t
         vectors[path] = ltv.vectors
-        print(f"{path:>4}: train {seconds:7.1f} s, {ltv.steps} steps ({seconds / max(ltv.steps, 1):.2f} s/step "
+        print(f"{path:>4}: train {seconds:7.1f} s wall, {cpu:7.1f} s CPU, {ltv.steps} steps ({seconds / max(ltv.steps, 1):.2f} s/step "
               f"incl. validation), best val acc {ltv.best_val_accuracy:.3f}, trained {ltv.trained}; "
               f"test acc {r.accuracy:.3f} (n={len(test)}), eval {eval_seconds:.1f} s")
     if len(vectors) == 2:
