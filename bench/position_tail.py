@@ -1,9 +1,9 @@
 """Training one LTV at the non-final position P={4}: full forwards against the per-row tail cache.
 
 The paper's ``P={4}`` is position 4 counted from the start of the prompt, so it is at a different distance
-from the end of each prompt. ``train_ltv`` with ``prefix_cache=False`` (the old path, ``--path full``) runs
+from the end of each prompt. ``train_ltv`` with ``prefix_cache=False`` (the old path, ``--paths full``) runs
 every token of every prompt with gradients at every step and validation pass; with the default fast recipe
-(``--path tail``) each prompt is cached up to its own position 4 (:class:`ltvlib.runner.PositionTail`) and
+(``--paths tail``) each prompt is cached up to its own position 4 (:class:`ltvlib.runner.PositionTail`) and
 only the tokens from there on run. Same recipe, seed, batches and early stopping otherwise, so the vectors
 agree up to float rounding (and the early-stopping decisions with them, unless a validation score ties).
 
@@ -12,7 +12,7 @@ jobs sharing the cores; everything :func:`ltvlib.ltv.train_ltv` does: caches, st
 steps, validation passes), steps, time per step, the kept vector's validation accuracy, the test accuracy of
 the vector evaluated through its own path (and the evaluation time), then the vectors' max difference.
 
-    python bench/position_tail.py [--task antonym] [--layer 15] [--position 4] [--n-test 200] [--path both]
+    PYTHONPATH=$PWD python bench/position_tail.py [--task antonym] [--layer 15] [--position 4] [--n-test 200] [--paths full,tail]
 """
 
 from __future__ import annotations
@@ -37,14 +37,20 @@ def main() -> None:
     ap.add_argument("--position", type=int, default=4)
     ap.add_argument("--n-test", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--path", choices=["both", "full", "tail"], default="both",
-                    help="full: prefix_cache=False (the old path); tail: the per-row tail cache")
+    ap.add_argument("--paths", default="full,tail",
+                    help="comma-separated, run in this order: full = prefix_cache=False (the old path), tail = the "
+                         "per-row tail cache")
     args = ap.parse_args()
     lm = load_model(args.model, device="cpu")
     splits = load_splits(args.task)
     test = list(splits.test[: args.n_test])
     positions = (args.position,)
-    paths = ["full", "tail"] if args.path == "both" else [args.path]
+    paths = args.paths.split(",")
+    if not paths or any(p not in ("full", "tail") for p in paths):
+        raise SystemExit(f"--paths takes full and/or tail, got {args.paths!r}")
+    import ltvlib
+
+    print(f"ltvlib from {ltvlib.__file__}")  # run from a checkout with PYTHONPATH=$PWD, or an installed copy is used
     print(f"{args.model}, task {args.task}, layer {args.layer}, P={{{args.position}}}, recipe fast, seed "
           f"{args.seed}, {len(test)} test queries, torch threads {torch.get_num_threads()}")
     vectors = {}
