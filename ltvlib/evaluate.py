@@ -17,7 +17,7 @@ import torch
 
 from .inject import Mode, Site, VectorEdit
 from .prompts import answer_ids, encode_prompts, sample_demos
-from .runner import PromptRunner
+from .runner import PromptRunner, Tail
 from .tasks import Example, Task, get_task
 
 
@@ -63,8 +63,9 @@ class EvalSet:
         shots: demonstrations per prompt (0 = zero-shot).
         demo_pool: where demonstrations come from (the training split); required when ``shots > 0``.
         seed: seeds the demonstration draw.
-        tail: prompt positions recomputed per evaluation (1 = vectors at the last token; None = any
-            position, full forwards).
+        tail: prompt positions recomputed per evaluation (1 = vectors at the last token; a
+            :class:`~ltvlib.runner.PositionTail` = each prompt from its own injected position, for positions
+            counted from the start; None = any position, full forwards).
         cache_rows: keep each prompt's prefix after its first evaluation (worth it when evaluating several
             vectors).
         demo_sets: None draws fresh demonstrations for every query; an integer ``n`` draws ``n`` fixed
@@ -87,7 +88,7 @@ class EvalSet:
         shots: int = 0,
         demo_pool: Sequence[Example] | None = None,
         seed: int = 0,
-        tail: int | None = 1,
+        tail: Tail = 1,
         cache_rows: bool = True,
         demo_sets: int | None = None,
         max_cache_bytes: int = 1536 * 2**20,

@@ -10,7 +10,9 @@ each setting is a :class:`Setting`: injection layers, prompt positions and demon
   token (``0`` = the first token, the BOS if the tokenizer adds one; SmolLM2 adds none), a negative one back
   from the last (``-1`` = the last token). The paper's ``P={4}`` is read as position ``4`` from the start;
   in the zero-shot prompt ``Q: {x}\\nA:`` of a one-token query that is the ``A`` token (on a model that adds
-  BOS it is the last query token or the newline). A non-final position forces full forwards.
+  BOS it is the last query token or the newline). A non-final position caches each prompt up to that
+  position and recomputes the rest (:class:`~ltvlib.runner.PositionTail`); only a position inside a shared
+  demonstration block forces full forwards.
 - *LTV*: one independent vector per (layer, position) pair, *added* at the input of each block
   (:func:`ltvlib.ltv.train_ltv`), all trained jointly with the model frozen; in the ICL setting it is
   trained and evaluated on ``shots``-shot prompts.

@@ -8,9 +8,9 @@ labels) and then over the batch.
 Two recipes (:data:`PAPER_RECIPE`, :data:`FAST_RECIPE`):
 
 - ``paper``: the authors' released recipe, batch 1, full forward per step (see the config's docstring).
-- ``fast`` (default): batches of 16 and, when every position is at the end of the prompt, the prompt
-  prefix is cached (:mod:`ltvlib.runner`) so each step only runs the last tokens; the gradient is the
-  full forward's (tested). Its learning rate and initial range are *relative to the stream*: multiples of
+- ``fast`` (default): batches of 16 and the prompt prefix before the earliest injected position is cached
+  (:mod:`ltvlib.runner`; per row for a position counted from the start) so each step only runs the tokens
+  from there on; the gradient is the full forward's (tested). Its learning rate and initial range are *relative to the stream*: multiples of
   the RMS of the residual stream at each vector's site (:mod:`ltvlib.stream_scale`), so the same recipe
   takes steps of the same relative size at every layer and on every model.
 
@@ -37,7 +37,7 @@ from .cache import atomic_write_bytes, cache_path, code_version, task_key
 from .evaluate import EvalSet, evaluate
 from .inject import VectorEdit, resolve_positions
 from .prompts import answer_ids, encode_prompts, sample_demos
-from .runner import PromptRunner, tail_needed
+from .runner import PromptRunner, Tail, tail_needed
 from .sites import check_layer
 from .stream_scale import site_stream_rms
 from .tasks import Example, Task, TaskSplits, get_task, load_splits
@@ -64,8 +64,8 @@ class TrainConfig:
         patience_after_gain: start counting those epochs only once validation accuracy has beaten the starting
             vector's (with short epochs, a task whose accuracy stays at 0 for the first few steps would
             otherwise stop before it starts learning).
-        prefix_cache: reuse the prompt prefix when every position is at the end (fast path), in training and
-            in validation; without it every forward runs the whole prompt, as the released code does.
+        prefix_cache: reuse each prompt's prefix before its earliest injected position (fast path), in training
+            and in validation; without it every forward runs the whole prompt, as the released code does.
         demo_sets: with k-shot training prompts, the number of fixed demonstration blocks a step draws from.
         val_queries: early stopping looks at the first this-many validation queries (None: all of them).
         max_loss: a loss above this (or NaN/inf) stops training with an error.
@@ -316,7 +316,7 @@ class _TrainingPrompts:
 
 
 def _training_prompts(
-    lm: Any, task: Task, train: list[Example], shots: int, n_sets: int, tail: int | None, seed: int,
+    lm: Any, task: Task, train: list[Example], shots: int, n_sets: int, tail: Tail, seed: int,
     first_layer: int,
 ) -> _TrainingPrompts:
     def build() -> _TrainingPrompts:
@@ -340,7 +340,7 @@ def _training_prompts(
 
 def _validation_set(
     lm: Any, task: Task, val: list[Example], train: list[Example], shots: int, n_sets: int, seed: int,
-    tail: int | None, first_layer: int,
+    tail: Tail, first_layer: int,
 ) -> EvalSet:
     key = ("val", id(lm.model), task, tuple(val), shots, n_sets, seed if shots else None, tail)
     return _memo(key, first_layer, lambda: EvalSet(

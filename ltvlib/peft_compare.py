@@ -10,8 +10,15 @@ differs:
 - **batches**: :func:`batch_schedule` draws exactly the query indices ``train_ltv`` draws with the same seed
   (tested), epoch by epoch.
 - **optimiser**: AdamW with the schedule's weight decay, the learning rate decayed linearly to 0 over the
-  maximum number of steps; early stopping on validation accuracy with the schedule's patience; the
-  parameters of the best epoch are kept.
+  maximum number of steps.
+- **sample budget and early stopping** (a fair race): every method gets the same training samples (the
+  schedule's ``epochs x samples_per_epoch``) and one shared :class:`StoppingRule`: validate every
+  ``val_every`` samples (and at the end of the budget), compare the rule's score (balanced accuracy for
+  classification tasks, accuracy otherwise, as ``train_ltv``), stop after ``patience`` validations without a
+  better score (counted only after a first gain when ``after_gain``), keep the best parameters. By default
+  the rule is the schedule's own (:meth:`StoppingRule.from_config`: validation once per epoch), i.e. exactly
+  the rule ``train_ltv`` applies to the LTV. Each validation records samples seen, training and wall seconds
+  (time-to-accuracy curves: :func:`time_to_accuracy`).
 - **metric**: first-token accuracy over the full vocabulary at the last prompt position (as
   :func:`ltvlib.evaluate.evaluate`).
 
@@ -23,8 +30,9 @@ Where each method acts (``L`` layers, ``d`` model width, ``H``/``H_kv`` query/ke
 - ``prompt_tuning`` (``peft.PromptTuningConfig``, ``SAMPLE_VOCAB`` init: embeddings of random vocabulary
   tokens): ``n`` virtual token embeddings ``(n, d)`` put before the prompt: ``n * d`` parameters.
 - ``prefix_tuning`` (``peft.PrefixTuningConfig``, no reparametrisation): ``n`` virtual keys and values in
-  every layer, ``(n, 2 * L * H_kv * h)``: ``n * 2 * L * H_kv * h`` parameters (11,520 for ``n = 1`` on
-  SmolLM2-135M: 30 layers x 2 x 192), initialised to the model's own keys and values of random tokens.
+  every layer, ``(n, 2 * L * H_kv * h)``: ``n * 2 * L * H_kv * h`` parameters (11,520 = 20d for ``n = 1`` on
+  SmolLM2-135M: 30 layers x 2 x 192, d = 576; ``peft`` trains a key and a value per layer, so even one
+  virtual token is not the paper's ``d``), initialised to the model's own keys and values of random tokens.
 - ``lora`` (``peft.LoraConfig``): ``W x + (alpha / r) B A x`` on the chosen projections of the chosen layers,
   ``A (r, d_in)``, ``B (d_out, r)``: ``r * (d_in + d_out)`` parameters per projection; rank 1 on ``o_proj``
   (``d_in = H * h``, ``d_out = d``) of one layer is ``2d`` when ``H * h = d``.
@@ -74,6 +82,7 @@ from .sites import check_layer
 from .tasks import Task, TaskSplits, get_task, load_splits
 
 KINDS = ("ltv", "prompt_tuning", "prefix_tuning", "lora")
+BUDGETS = ("equal", "usual", "default")
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
@@ -89,7 +98,8 @@ class Method:
         rank: LoRA rank ``r``; alpha: LoRA ``alpha`` (scale ``alpha / r``), default ``2 r``.
         targets: LoRA: projections adapted (names in :data:`PROJECTIONS`).
         layers: LoRA: adapted layers (None = every layer); LTV: its layer (None = the middle layer).
-        budget: ``"equal"`` (the paper's parameter budget) or ``"usual"`` (the adapter's customary setting).
+        budget: ``"equal"`` (the paper's parameter budget), ``"usual"`` (a customary setting) or ``"default"``
+            (the library's own default configuration, :func:`default_methods`).
     """
 
     name: str
@@ -110,8 +120,8 @@ class Method:
             raise ValueError(f"unknown LoRA target(s) {bad}; allowed: {', '.join(PROJECTIONS)}")
         if self.virtual_tokens < 1 or self.rank < 1:
             raise ValueError(f"virtual_tokens and rank must be >= 1, got {self.virtual_tokens} and {self.rank}")
-        if self.budget not in ("equal", "usual"):
-            raise ValueError(f"budget must be 'equal' or 'usual', got {self.budget!r}")
+        if self.budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
 
 
 # Learning rates (none tuned in this comparison): the LTV's is the fast recipe's (chosen on Antonym for
@@ -147,6 +157,32 @@ def usual_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
     if prompt_tuning:
         methods.append(Method("prompt-10", "prompt_tuning", PROMPT_LR, virtual_tokens=10, budget="usual"))
     return methods
+
+
+def default_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
+    """Each adapter's commonly used default, to sit beside its equal-budget version: ``peft``'s
+    ``LoraConfig`` defaults (rank 8, ``lora_alpha`` 8, dropout off here) on ``q_proj`` and ``v_proj`` of every
+    layer (``peft``'s default targets for Llama-style models), and 20 virtual tokens of prefix and prompt
+    tuning (the value of ``peft``'s prompt-based-method guides)."""
+    methods = [
+        Method("lora-r8-qv", "lora", LORA_LR, rank=8, alpha=8, targets=("q_proj", "v_proj"), budget="default"),
+        Method("prefix-20", "prefix_tuning", PREFIX_LR, virtual_tokens=20, budget="default"),
+    ]
+    if prompt_tuning:
+        methods.append(Method("prompt-20", "prompt_tuning", PROMPT_LR, virtual_tokens=20, budget="default"))
+    return methods
+
+
+def race_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
+    """The fair race's field: every equal-budget method, then each adapter's default setting."""
+    return equal_budget_methods(lm) + default_methods(lm, prompt_tuning=prompt_tuning)
+
+
+def parameter_units(lm: Any, method: Method) -> str:
+    """The exact trainable-parameter count in units of ``d`` (``"1d"``, ``"2d"``, ``"20d"``; two decimals when
+    not a whole multiple, e.g. rank-1 LoRA on ``o_proj`` of a model whose ``H h`` differs from ``d``)."""
+    n, d = parameter_formula(lm, method)[0], lm.d_model
+    return f"{n // d}d" if n % d == 0 else f"{n / d:.2f}d"
 
 
 def projection_shape(lm: Any, target: str) -> tuple[int, int]:
@@ -201,6 +237,83 @@ def batch_schedule(n_train: int, config: TrainConfig, seed: int) -> list[list[li
         sizes = [min(config.batch_size, config.samples_per_epoch - b * config.batch_size) for b in range(steps)]
         epochs.append([sampler.batch(size)[1] for size in sizes])
     return epochs
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """One early-stopping rule shared by every method of a comparison.
+
+    Attributes:
+        val_every: samples between validations (a validation also closes the budget).
+        patience: stop after this many validations without a better score.
+        metric: ``"auto"`` (balanced accuracy for classification tasks, accuracy otherwise), ``"accuracy"``
+            or ``"balanced_accuracy"`` (:func:`ltvlib.evaluate.balanced_accuracy`).
+        after_gain: count patience only once the score has beaten the starting parameters' score.
+    """
+
+    val_every: int
+    patience: int
+    metric: str = "auto"
+    after_gain: bool = False
+
+    def __post_init__(self) -> None:
+        from .ltv import EARLY_STOPPING
+
+        if self.val_every < 1 or self.patience < 1:
+            raise ValueError(f"val_every and patience must be >= 1, got {self.val_every} and {self.patience}")
+        if self.metric not in EARLY_STOPPING:
+            raise ValueError(f"unknown metric {self.metric!r}; allowed: {', '.join(EARLY_STOPPING)}")
+
+    @classmethod
+    def from_config(cls, config: TrainConfig) -> StoppingRule:
+        """The rule ``train_ltv`` applies with ``config``: a validation per epoch, its patience and score."""
+        return cls(config.samples_per_epoch, config.patience, config.early_stopping, config.patience_after_gain)
+
+    def metric_for(self, task: Task) -> str:
+        if self.metric != "auto":
+            return self.metric
+        return "balanced_accuracy" if task.kind == "classification" else "accuracy"
+
+    def checkpoints(self, batches: Sequence[Sequence[int]]) -> list[int]:
+        """Indices of the batches after which validation runs: the first batch that brings the samples seen
+        to a multiple of ``val_every`` or past it, and the last batch."""
+        out, seen, due = [], 0, self.val_every
+        for b, batch in enumerate(batches):
+            seen += len(batch)
+            if seen >= due or b == len(batches) - 1:
+                out.append(b)
+                while due <= seen:
+                    due += self.val_every
+        return out
+
+
+class EarlyStopping:
+    """:class:`StoppingRule`'s bookkeeping, the same arithmetic as ``train_ltv``'s loop."""
+
+    def __init__(self, rule: StoppingRule, start_score: float) -> None:
+        self.rule, self.best, self.stale, self.gained = rule, start_score, 0, False
+
+    def observe(self, score: float) -> bool:
+        """Record a validation score; True when it is the new best (keep these parameters)."""
+        if score > self.best:
+            self.best, self.stale, self.gained = score, 0, True
+            return True
+        if self.gained or not self.rule.after_gain:
+            self.stale += 1
+        return False
+
+    @property
+    def stop(self) -> bool:
+        return self.stale >= self.rule.patience
+
+
+def time_to_accuracy(curve: Sequence[dict[str, Any]], target: float) -> dict[str, float] | None:
+    """The first validation point whose accuracy reaches ``target``: ``{"samples", "wall_seconds",
+    "train_seconds", "val_accuracy"}``, or None when no point does."""
+    for c in curve:
+        if c["val_accuracy"] >= target:
+            return {k: c[k] for k in ("samples", "wall_seconds", "train_seconds", "val_accuracy")}
+    return None
 
 
 def _teacher_forced(
@@ -427,71 +540,100 @@ def _sync(device: torch.device) -> None:
 
 def train_and_measure(
     lm: Any, prepared: Prepared, method: Method, schedule: TrainConfig, *, seed: int = 0, eval_batch: int = 64,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, rule: StoppingRule | None = None,
 ) -> dict[str, Any]:
-    """Train ``method`` on the schedule's batches with early stopping, then evaluate it on the test split.
+    """Train ``method`` on the schedule's batches under the shared early-stopping rule, then evaluate it on
+    the test split.
 
-    Returns a JSON-ready dict: ``trainable_params``, ``formula_params``, ``formula``, ``test_accuracy``,
-    ``test_label_accuracy``, ``best_val_accuracy``, ``steps``, ``steps_to_best``, ``seconds_to_best``
-    (training seconds, validation excluded), ``train_seconds``, ``median_step_seconds``, ``step_seconds``,
-    ``curve`` (per epoch: ``epoch``, ``step``, ``train_seconds``, ``val_accuracy``, ``loss``),
-    ``latency_ms`` (test inference per example), and on CUDA ``peak_train_mb`` / ``peak_infer_mb``.
+    Args:
+        schedule: the batches (``epochs x samples_per_epoch`` samples: the sample budget), weight decay and the
+            LTV's initialisation.
+        rule: the early-stopping rule (default :meth:`StoppingRule.from_config` of ``schedule``, the rule
+            ``train_ltv`` applies).
+
+    Returns:
+        A JSON-ready dict: ``trainable_params`` (counted on the built adapter), ``formula_params``, ``formula``,
+        ``params_in_d``, ``test_accuracy``, ``test_label_accuracy``, ``best_val_accuracy`` and
+        ``best_val_score`` (the rule's ``val_metric``) of the kept parameters, ``steps``, ``samples_seen``,
+        ``sample_budget``, ``steps_to_best``, ``samples_to_best``, ``seconds_to_best`` (training seconds,
+        validation excluded), ``wall_seconds_to_best`` (validation included), ``train_seconds``,
+        ``wall_seconds``, ``median_step_seconds``, ``step_seconds``, ``rule``, ``n_validations``, ``curve``
+        (per validation: ``epoch``, ``step``, ``samples``, ``train_seconds``, ``wall_seconds``,
+        ``val_accuracy``, ``val_balanced_accuracy``, ``val_score``, ``loss`` = mean training loss since the
+        previous validation), ``latency_ms`` (test inference per example), and on CUDA ``peak_train_mb`` /
+        ``peak_infer_mb``.
 
     Raises:
         FloatingPointError: the loss became NaN or infinite.
     """
+    from .evaluate import balanced_accuracy
+
+    rule = rule or StoppingRule.from_config(schedule)
+    metric = rule.metric_for(prepared.task)
     trainee = make_trainee(lm, method, init_range=schedule.init_range, seed=seed)
     device = lm.device
     cuda = device.type == "cuda"
+    val_outputs = [e.output for e in prepared.splits.validation]
     try:
         expected, formula = parameter_formula(lm, method)
         opt = torch.optim.AdamW(trainee.params, lr=method.lr, weight_decay=schedule.weight_decay)
-        batches = batch_schedule(len(prepared.splits.train), schedule, seed)
-        total = sum(len(e) for e in batches)
+        epochs = batch_schedule(len(prepared.splits.train), schedule, seed)
+        batches = [(epoch, index) for epoch, e in enumerate(epochs, start=1) for index in e]
+        checkpoints = set(rule.checkpoints([index for _, index in batches]))
+        total = len(batches)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / total))
+        start = time.perf_counter()
 
-        def val_acc() -> float:
-            return first_token_accuracy(trainee, prepared.val, prepared.val_gold, batch_size=eval_batch)[0]
+        def validate(epoch: int, step: int, samples: int, losses: list[float]) -> float:
+            _, _, correct = first_token_accuracy(trainee, prepared.val, prepared.val_gold, batch_size=eval_batch)
+            acc = sum(correct) / len(correct)
+            balanced = balanced_accuracy(correct, val_outputs) if prepared.task.labels else None
+            score = balanced if metric == "balanced_accuracy" and balanced is not None else acc
+            curve.append({"epoch": epoch, "step": step, "samples": samples, "train_seconds": sum(step_seconds),
+                          "wall_seconds": time.perf_counter() - start, "val_accuracy": acc,
+                          "val_balanced_accuracy": balanced, "val_score": score,
+                          "loss": sum(losses) / len(losses) if losses else float("nan")})
+            return score
 
-        best_acc, best_state = val_acc(), trainee.state()
-        curve = [{"epoch": 0, "step": 0, "train_seconds": 0.0, "val_accuracy": best_acc, "loss": float("nan")}]
+        curve: list[dict[str, Any]] = []
         step_seconds: list[float] = []
-        best_step, best_seconds, stale, step = 0, 0.0, 0, 0
+        stopper = EarlyStopping(rule, validate(0, 0, 0, []))
+        best_state, best = trainee.state(), curve[0]
+        step, samples, losses = 0, 0, []
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
-        for epoch, epoch_batches in enumerate(batches, start=1):
+        for b, (epoch, index) in enumerate(batches):
+            answers = [prepared.train_answers[i] for i in index]
+            _sync(device)
+            t0 = time.perf_counter()
+            logits, valid = trainee.logits(prepared.train, index, answers)
+            loss = answer_loss(logits, answers, valid)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"{method.name} on {prepared.task.name}: loss {loss.item()} at step {step} (lr {method.lr})"
+                )
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            _sync(device)
+            step_seconds.append(time.perf_counter() - t0)
+            losses.append(loss.item())
+            step += 1
+            samples += len(index)
+            if b not in checkpoints:
+                continue
+            score = validate(epoch, step, samples, losses)
             losses = []
-            for index in epoch_batches:
-                answers = [prepared.train_answers[i] for i in index]
-                _sync(device)
-                t0 = time.perf_counter()
-                logits, valid = trainee.logits(prepared.train, index, answers)
-                loss = answer_loss(logits, answers, valid)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"{method.name} on {prepared.task.name}: loss {loss.item()} at step {step} (lr {method.lr})"
-                    )
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                _sync(device)
-                step_seconds.append(time.perf_counter() - t0)
-                losses.append(loss.item())
-                step += 1
-            acc = val_acc()
-            seconds = sum(step_seconds)
-            curve.append({"epoch": epoch, "step": step, "train_seconds": seconds, "val_accuracy": acc,
-                          "loss": sum(losses) / len(losses)})
             if progress:
-                progress(f"{prepared.task.name} {method.name} epoch {epoch}: loss {curve[-1]['loss']:.3f} val {acc:.3f}")
-            if acc > best_acc:
-                best_acc, best_state, best_step, best_seconds, stale = acc, trainee.state(), step, seconds, 0
-            else:
-                stale += 1
-                if stale >= schedule.patience:
-                    break
+                progress(f"{prepared.task.name} {method.name} {samples} samples: loss {curve[-1]['loss']:.3f} "
+                         f"val {curve[-1]['val_accuracy']:.3f}")
+            if stopper.observe(score):
+                best_state, best = trainee.state(), curve[-1]
+            elif stopper.stop:
+                break
         peak_train = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
+        wall = time.perf_counter() - start
         trainee.load(best_state)
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
@@ -506,9 +648,13 @@ def train_and_measure(
         return {
             "method": method.name, "kind": method.kind, "budget": method.budget, "lr": method.lr,
             "trainable_params": trainee.n_trainable(), "formula_params": expected, "formula": formula,
+            "params_in_d": parameter_units(lm, method),
             "test_accuracy": test_acc, "test_label_accuracy": label_acc, "n_test": len(correct),
-            "best_val_accuracy": best_acc, "steps": step, "steps_to_best": best_step,
-            "seconds_to_best": best_seconds, "train_seconds": sum(step_seconds),
+            "best_val_accuracy": best["val_accuracy"], "best_val_score": best["val_score"], "val_metric": metric,
+            "rule": asdict(rule), "n_validations": len(curve), "sample_budget": sum(len(i) for _, i in batches),
+            "steps": step, "samples_seen": samples, "steps_to_best": best["step"], "samples_to_best": best["samples"],
+            "seconds_to_best": best["train_seconds"], "wall_seconds_to_best": best["wall_seconds"],
+            "train_seconds": sum(step_seconds), "wall_seconds": wall,
             "median_step_seconds": statistics.median(step_seconds) if step_seconds else float("nan"),
             "step_seconds": step_seconds, "curve": curve,
             "latency_ms": 1000 * infer_seconds / len(correct), "eval_batch": eval_batch,
@@ -602,6 +748,8 @@ class CompareSizes:
             its ``lr`` is the LTV's (every method has its own, see :class:`Method`).
         eval_batch: prompts per inference batch.
         memory: measure peak memory.
+        rule: the early-stopping rule every method shares (None: the schedule's own,
+            :meth:`StoppingRule.from_config`, which is also the rule :func:`library_ltv`'s ``train_ltv`` applies).
     """
 
     n_train: int
@@ -610,6 +758,10 @@ class CompareSizes:
     schedule: TrainConfig
     eval_batch: int = 64
     memory: bool = True
+    rule: StoppingRule | None = None
+
+    def stopping_rule(self) -> StoppingRule:
+        return self.rule or StoppingRule.from_config(self.schedule)
 
 
 def compare_sizes(profile: Any) -> CompareSizes:
@@ -662,7 +814,7 @@ def compare_method(lm: Any, task: str, method: Method, sizes: CompareSizes, *, s
     def compute() -> dict[str, Any]:
         prep = prepared or prepare(lm, compare_splits(task, sizes))
         result = train_and_measure(lm, prep, method, sizes.schedule, seed=seed, eval_batch=sizes.eval_batch,
-                                   progress=progress)
+                                   progress=progress, rule=sizes.stopping_rule())
         result["memory_method"] = "cuda max_memory_allocated" if lm.device.type == "cuda" else None
         if measure and lm.device.type != "cuda":
             mem = measure_memory(lm.name, str(lm.device), {"task": task, "sizes": asdict(sizes)}, method,
@@ -680,6 +832,8 @@ def library_ltv(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, profi
     Uses ``ltvlib.experiments.profile_ltv`` when the comparison's sizes and schedule are the profile's (then
     it is the very vector other chapters use); otherwise ``train_ltv`` directly with the comparison's splits
     and schedule (cached here). Returns the vector and which of the two it came from.
+    ``train_ltv`` stops by the schedule's own rule (:meth:`StoppingRule.from_config`); under another
+    ``sizes.rule`` the race's LTV is the ``"ltv"`` method of :func:`train_and_measure`, not this vector.
     """
     if profile is not None and sizes.n_val == profile.n_val and sizes.n_train == profile.n_train \
             and sizes.schedule == profile.recipe:
@@ -742,7 +896,8 @@ def main(argv: Sequence[str]) -> None:
     s = spec["splits"]
     sz = s["sizes"]
     schedule = TrainConfig(**spec["schedule"])
-    sizes = CompareSizes(sz["n_train"], sz["n_val"], sz["n_test"], schedule, sz["eval_batch"], sz["memory"])
+    rule = StoppingRule(**sz["rule"]) if sz.get("rule") else None
+    sizes = CompareSizes(sz["n_train"], sz["n_val"], sz["n_test"], schedule, sz["eval_batch"], sz["memory"], rule)
     prepared = prepare(lm, compare_splits(s["task"], sizes))
     result = measure_memory_here(lm, prepared, _method_from_dict(spec["method"]), schedule, seed=spec["seed"],
                                  eval_batch=spec["eval_batch"])
@@ -754,18 +909,22 @@ if __name__ == "__main__":
 
 
 __all__ = [
+    "BUDGETS",
     "KINDS",
     "CompareSizes",
+    "EarlyStopping",
     "LTVTrainee",
     "Method",
     "PeftTrainee",
     "Prepared",
+    "StoppingRule",
     "Trainee",
     "batch_schedule",
     "compare_method",
     "compare_sizes",
     "compare_splits",
     "compare_task",
+    "default_methods",
     "equal_budget_methods",
     "first_token_accuracy",
     "library_ltv",
@@ -774,8 +933,11 @@ __all__ = [
     "measure_memory",
     "measure_memory_here",
     "parameter_formula",
+    "parameter_units",
     "prepare",
     "projection_shape",
+    "race_methods",
+    "time_to_accuracy",
     "train_and_measure",
     "usual_methods",
 ]

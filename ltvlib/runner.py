@@ -6,7 +6,9 @@ token (teacher forcing). It chooses between two exact paths:
 
 - *full*: every token of every prompt in one forward (any injection position);
 - *tail*: when every injected position is among the last ``tail`` prompt tokens, the rest is a prefix
-  whose keys/values do not depend on the vectors. The shared part (special tokens and a shared
+  whose keys/values do not depend on the vectors. The tail may differ per row (:class:`PositionTail`):
+  a position counted from the start (the paper's ``P={4}``) is at a different distance from the end of each
+  prompt, so each row is cached up to its own injected position and runs only the rest. The shared part (special tokens and a shared
   demonstration block) is computed once at construction. Each row's own prefix is computed the first time
   the row is run and kept (until ``max_cache_bytes``; later rows are recomputed per batch without
   gradients); only the tail (plus the answer tokens) runs with gradients. With ``skip_early_layers`` the
@@ -15,7 +17,8 @@ token (teacher forcing). It chooses between two exact paths:
   are kept (vectors entering earlier make the runner recompute those rows in full).
 
 Layouts (columns left to right): full ``[pad][shared][row][answer]``; tail
-``[shared][pad][row minus tail][tail][answer]``. Positions come from the attention mask, so both layouts
+``[shared][pad][row minus tail][pad][tail][answer]`` (the second padding only when the rows' tails differ, so
+that every row's last prompt token is in the same column). Positions come from the attention mask, so both layouts
 give the same numbers up to floating-point rounding (``tests/test_runner.py``).
 """
 
@@ -34,10 +37,41 @@ from .prompts import EncodedPrompts, pad_left, pad_right
 from .sites import check_layer
 
 
-def tail_needed(positions: Sequence[int]) -> int | None:
-    """Tail length covering ``positions`` (all negative), or None when one counts from the start."""
-    if not positions or any(p >= 0 for p in positions):
+@dataclass(frozen=True)
+class PositionTail:
+    """A per-row tail: each prompt recomputes its tokens from the earliest of ``positions`` to its end.
+
+    Positions follow :mod:`ltvlib.inject` (non-negative from the first real token, shared prefix included;
+    negative from the last). A runner resolves it against its own prompts (:meth:`per_row`).
+    """
+
+    positions: tuple[int, ...]
+
+    def per_row(self, prompts: EncodedPrompts) -> tuple[int, ...] | None:
+        """Each row's tail length, or None when some position lies in the shared prefix (then only full
+        forwards are exact: the shared keys/values are computed once, without vectors)."""
+        shared = len(prompts.shared)
+        tails = []
+        for row in prompts.rows:
+            total = shared + len(row)
+            # a position past the prompt's end keeps tail 1; the injection then names the bad position
+            need = max(max(total - p if p >= 0 else -p for p in self.positions), 1)
+            if need > len(row):
+                return None
+            tails.append(need)
+        return tuple(tails)
+
+
+Tail = int | PositionTail | None
+
+
+def tail_needed(positions: Sequence[int]) -> Tail:
+    """The tail covering ``positions``: an int when all count from the end, a per-row :class:`PositionTail`
+    when one counts from the start, None for no positions."""
+    if not positions:
         return None
+    if any(p >= 0 for p in positions):
+        return PositionTail(tuple(positions))
     return max(-p for p in positions)
 
 
@@ -67,7 +101,9 @@ class PromptRunner:
     Args:
         lm: a :class:`~ltvlib.models.LoadedModel`.
         prompts: the tokenised prompts.
-        tail: number of final prompt tokens recomputed on each run (None = full forwards).
+        tail: number of final prompt tokens recomputed on each run: one int for every row, a
+            :class:`PositionTail` (each row up to its own injected position; full forwards if a position lies in
+            the shared prefix), or None (full forwards).
         cache_rows: keep each row's prefix (and, with ``skip_early_layers``, its tail states) after its first
             run, until ``max_cache_bytes``.
         max_cache_bytes: memory cap of the per-row cache.
@@ -83,7 +119,7 @@ class PromptRunner:
         lm: Any,
         prompts: EncodedPrompts,
         *,
-        tail: int | None = 1,
+        tail: Tail = 1,
         cache_rows: bool = True,
         max_cache_bytes: int = 640 * 2**20,
         skip_early_layers: bool | None = None,
@@ -99,10 +135,14 @@ class PromptRunner:
         self.pad_id = lm.tokenizer.pad_token_id
         self.device = lm.device
         shortest = min(len(r) for r in prompts.rows)
-        if tail is not None and not 1 <= tail <= shortest:
+        if isinstance(tail, int) and not 1 <= tail <= shortest:
             raise ValueError(f"tail {tail} must lie in [1, {shortest}] (the shortest prompt's own tokens)")
+        #: each row's tail length, None on the full path
+        self.row_tails: tuple[int, ...] | None = (
+            tail.per_row(prompts) if isinstance(tail, PositionTail) else None if tail is None else (tail,) * len(prompts)
+        )
         self.shared: KVPrefix | None = None
-        if tail is not None and prompts.shared:
+        if self.row_tails is not None and prompts.shared:
             ids = torch.tensor([prompts.shared], device=self.device)
             self.shared = compute_prefix(lm, ids, torch.ones_like(ids))
         self.rows: dict[int, _Row] = {}
@@ -118,10 +158,13 @@ class PromptRunner:
 
     # ---------------------------------------------------------------- building the cache
 
-    def _head(self, i: int) -> list[int]:
-        assert self.tail is not None
-        row = self.prompts.rows[i]
-        return list(row[: len(row) - self.tail])
+    def _tail(self, i: int) -> int:
+        assert self.row_tails is not None
+        return self.row_tails[i]
+
+    def _tail_ids(self, index: Sequence[int]) -> tuple[Tensor, Tensor]:
+        """The rows' tail tokens, left-padded to a common width, and their mask."""
+        return pad_left([list(self.prompts.rows[i][-self._tail(i) :]) for i in index], self.pad_id, self.device)
 
     @torch.no_grad()
     def _first_pass(
@@ -130,7 +173,6 @@ class PromptRunner:
         """One no-gradient forward of whole rows (plus answer tokens) after the shared prefix: the keys/values
         of each row's tokens before the tail, and (``states``) the block inputs of its tail and answer tokens,
         for blocks ``keep_from..L-1``."""
-        assert self.tail is not None
         rows = [list(self.prompts.rows[i]) for i in index]
         ids, mask = pad_left(rows, self.pad_id, self.device)
         width = ids.shape[1]
@@ -147,15 +189,16 @@ class PromptRunner:
         assert kv is not None
         offset = shared.length if shared is not None else 0
         out = []
-        for b, (row, ans) in enumerate(zip(rows, answers)):
-            cols = slice(offset + width - len(row), offset + width - self.tail)
+        for b, (i, row, ans) in enumerate(zip(index, rows, answers)):
+            tail = self._tail(i)
+            cols = slice(offset + width - len(row), offset + width - tail)
             # clone: a view would keep the whole padded batch alive
             keys = [kv.keys[l][b, :, cols].clone() for l in kept]
             values = [kv.values[l][b, :, cols].clone() for l in kept]
             found: dict[tuple[int, ...], Tensor] = {}
             if states:
-                own = self.tail + max(len(ans) - 1, 0)
-                start = width - self.tail
+                own = tail + max(len(ans) - 1, 0)
+                start = width - tail
                 found[tuple(ans)] = torch.stack([rec[l][b, start : start + own] for l in kept]).clone()
             out.append(_Row(keys, values, found))
         return out
@@ -164,17 +207,17 @@ class PromptRunner:
     def _remember_states(self, index: Sequence[int], answers: Sequence[tuple[int, ...]], prefix: KVPrefix | None,
                          entries: Sequence[_Row], keep_from: int) -> None:
         """Block inputs of the tail (+ answer) tokens of rows whose prefix is already cached."""
-        assert self.tail is not None
         n_ans = max([1, *(len(a) for a in answers)])
-        tails = torch.tensor([self.prompts.rows[i][-self.tail :] for i in index], device=self.device)
+        tails, tail_mask = self._tail_ids(index)
         cont, cont_mask = pad_right([list(a[:-1]) for a in answers], self.pad_id, n_ans - 1, self.device)
-        ids, mask = torch.cat([tails, cont], 1), torch.cat([torch.ones_like(tails), cont_mask], 1)
+        ids, mask = torch.cat([tails, cont], 1), torch.cat([tail_mask, cont_mask], 1)
         kept = list(range(keep_from, self.lm.n_layers))
         with record_residual(self.lm, kept) as rec:
             forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=1)
         for b, (i, ans, entry) in enumerate(zip(index, answers, entries)):
-            own = self.tail + max(len(ans) - 1, 0)
-            state = torch.stack([rec[l][b, :own] for l in kept]).clone()
+            pad = tails.shape[1] - self._tail(i)
+            own = self._tail(i) + max(len(ans) - 1, 0)
+            state = torch.stack([rec[l][b, pad : pad + own] for l in kept]).clone()
             entry.states[tuple(ans)] = state
             if self.rows.get(i) is entry:
                 self.cache_bytes += state.numel() * state.element_size()
@@ -251,7 +294,7 @@ class PromptRunner:
             cont_mask = cont
             valid = torch.ones((len(index), 1), dtype=torch.bool, device=self.device)
         start = min((e.layer % self.lm.n_layers for e in edits), default=0)
-        if self.tail is None:
+        if self.row_tails is None:
             full = [list(self.prompts.shared) + list(self.prompts.rows[i]) for i in index]
             ids, mask = pad_left(full, self.pad_id, self.device)
             ids, mask = torch.cat([ids, cont], 1), torch.cat([mask, cont_mask], 1)
@@ -269,13 +312,13 @@ class PromptRunner:
             if b in fresh and keep_from == self.first_layer:
                 self._keep(i, entry)
             entries.append(entry)
-        lengths = [len(self.prompts.rows[i]) - self.tail for i in index]
+        lengths = [len(self.prompts.rows[i]) - self._tail(i) for i in index]
         prefix = self._stack(entries, lengths, keep_from)
-        tails = torch.tensor([self.prompts.rows[i][-self.tail :] for i in index], device=self.device)
+        tails, tail_mask = self._tail_ids(index)
         ids = torch.cat([tails, cont], 1)
-        mask = torch.cat([torch.ones_like(tails), cont_mask], 1)
+        mask = torch.cat([tail_mask, cont_mask], 1)
         before = prefix.attention_mask if prefix is not None else mask[:, :0]
-        prompt_mask = torch.cat([before, torch.ones_like(tails)], dim=1)
+        prompt_mask = torch.cat([before, tail_mask], dim=1)
         if not skip:
             return self._forward(ids, mask, prompt_mask, prefix, before.shape[1], edits, site, mode, n_ans), valid
         lacking = [b for b, e in enumerate(entries) if keys[b] not in e.states]
@@ -285,27 +328,28 @@ class PromptRunner:
                                   [entries[b] for b in lacking], keep_from)
         # Each row's states cover its own tokens; pad columns (short answers) stay zero and are masked.
         hidden = torch.zeros((len(index), ids.shape[1], self.lm.d_model), dtype=self.lm.dtype, device=self.device)
-        for b, entry in enumerate(entries):
+        for b, (i, entry) in enumerate(zip(index, entries)):
             state = entry.states[keys[b]][start - keep_from]
-            hidden[b, : state.shape[0]] = state
+            pad = tails.shape[1] - self._tail(i)
+            hidden[b, pad : pad + state.shape[0]] = state
         with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=before.shape[1]):
             logits = forward_from_layer(self.lm, hidden, start, mask, prefix=prefix, logits_to_keep=n_ans)
         return logits, valid
 
     def _check_in_tail(self, index: Sequence[int], edits: Sequence[VectorEdit]) -> None:
-        """On the tail path every injected position must be among the last ``tail`` prompt tokens: the keys and
-        values of earlier tokens are cached without the vectors."""
-        if self.tail is None:
+        """On the tail path every injected position must be among each row's last tail prompt tokens: the keys
+        and values of earlier tokens are cached without the vectors."""
+        if self.row_tails is None:
             return
+        shared = len(self.prompts.shared)
         for edit in edits:
             p = edit.position
             if p < 0:
-                inside = -p <= self.tail
+                inside = all(-p <= self._tail(i) for i in index)
             else:  # counted from the first real token (shared prefix included): in the tail of every row?
-                shared = len(self.prompts.shared)
-                inside = all(p >= shared + len(self.prompts.rows[i]) - self.tail for i in index)
+                inside = all(p >= shared + len(self.prompts.rows[i]) - self._tail(i) for i in index)
             if not inside:
-                need = f"tail={-p} or more" if p < 0 else "tail=None (full forwards)"
+                need = f"tail={-p} or more" if p < 0 else f"tail=PositionTail(({p},)) or None (full forwards)"
                 raise ValueError(
                     f"injected position {p} (layer {edit.layer}) lies in the cached prefix: this runner recomputes "
                     f"only the last tail={self.tail} prompt tokens. Build the runner (the `tail` argument of "

@@ -185,3 +185,19 @@ def test_icl_setting_trains_on_k_shot_prompts(llama, cache):
                  demo_sets=prof.icl_demo_sets, tail=None)
     assert smallest_margin(es) > PATH_GAP
     assert res["none"]["accuracy"] == icl_accuracy(llama, "antonym", 2, prof)["accuracy"]
+
+
+def test_position4_training_on_the_per_row_tail_equals_full_forwards(tiny):
+    """``P={4}`` with the prefix cache (each prompt cached up to its own position 4) trains the same vector as
+    full forwards, on the tiny Llama and the tiny Gemma (BOS): the same steps, validation scores and vectors
+    up to float rounding."""
+    from ltvlib.ltv import FAST_RECIPE, train_ltv, with_config
+
+    splits = load_splits("antonym", n_train=48, n_val=16, n_test=8)
+    config = with_config(FAST_RECIPE, epochs=2, samples_per_epoch=16, batch_size=8, val_queries=None)
+    runs = [train_ltv(tiny, "antonym", layers=[1], positions=[4], recipe=with_config(config, prefix_cache=cache),
+                      splits=splits, progress=False) for cache in (True, False)]
+    cached, full = runs
+    assert cached.steps == full.steps == 4
+    torch.testing.assert_close(cached.vectors, full.vectors, atol=1e-5, rtol=1e-4)
+    assert [c.get("val_accuracy") for c in cached.curve] == [c.get("val_accuracy") for c in full.curve]

@@ -16,7 +16,7 @@ SCHEDULE = with_config(FAST_RECIPE, batch_size=4, samples_per_epoch=8, epochs=2,
 
 
 def all_methods(lm):
-    return pc.equal_budget_methods(lm) + pc.usual_methods(lm)
+    return pc.equal_budget_methods(lm) + pc.usual_methods(lm) + pc.default_methods(lm)
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,90 @@ def test_parameter_counts_by_hand(llama, gemma):
     g = {m.name: pc.parameter_formula(gemma, m)[0] for m in all_methods(gemma)}
     assert g["prefix-1"] == 3 * 2 * 1 * 32
     assert g["lora-r1-o1"] == 4 * 32 + 64  # H h != d on Gemma: not 2d
+    assert by_name["lora-r8-qv"] == 3 * 8 * ((64 + 64) + (64 + 32))  # peft's default: rank 8 on q and v
+    assert by_name["prefix-20"] == 20 * 192 and by_name["prompt-20"] == 20 * 64
+
+
+def test_parameter_counts_in_units_of_d(llama, gemma):
+    units = {m.name: pc.parameter_units(llama, m) for m in pc.race_methods(llama)}
+    # prefix tuning trains a key and a value in every layer: one virtual token is 2 L H_kv h = 3d here
+    assert units == {"ltv": "1d", "prompt-1": "1d", "prefix-1": "3d", "lora-r1-o1": "2d", "lora-r8-qv": "84d",
+                     "prefix-20": "60d", "prompt-20": "20d"}
+    assert pc.parameter_units(gemma, pc.Method("x", "lora", 1e-3, rank=1, layers=(1,))) == "3d"  # 4 x 32 + 64
+    assert pc.parameter_units(gemma, pc.Method("x", "lora", 1e-3, rank=1, targets=("k_proj",), layers=(1,))) == "1.50d"
+    assert [m.budget for m in pc.race_methods(llama)] == ["equal"] * 4 + ["default"] * 3
+
+
+def test_stopping_rule_validation_points():
+    rule = pc.StoppingRule(val_every=6, patience=2)
+    assert rule.checkpoints([[0] * 4] * 5) == [1, 2, 4]  # 8 >= 6, 12 >= 12, then the end of the budget
+    assert pc.StoppingRule(val_every=4, patience=1).checkpoints([[0] * 4] * 3) == [0, 1, 2]
+    per_epoch = pc.StoppingRule.from_config(SCHEDULE)  # the rule train_ltv applies: once per epoch
+    assert (per_epoch.val_every, per_epoch.patience) == (SCHEDULE.samples_per_epoch, SCHEDULE.patience)
+    assert per_epoch.checkpoints([[0] * 4] * 4) == [1, 3]
+    with pytest.raises(ValueError, match="unknown metric"):
+        pc.StoppingRule(4, 2, metric="f1")
+
+
+@pytest.mark.parametrize(
+    ("after_gain", "scores", "stops_at", "best"),
+    [(False, [0.4, 0.4, 0.9], 1, 0.5), (True, [0.4, 0.4, 0.6, 0.5, 0.5, 0.9], 4, 0.6), (False, [0.6, 0.5, 0.7], None, 0.7)],
+)
+def test_early_stopping_counts_patience_like_train_ltv(after_gain, scores, stops_at, best):
+    stopper = pc.EarlyStopping(pc.StoppingRule(8, 2, after_gain=after_gain), start_score=0.5)
+    stopped = None
+    for i, score in enumerate(scores):
+        stopper.observe(score)
+        if stopper.stop:
+            stopped = i
+            break
+    assert stopped == stops_at and stopper.best == best
+
+
+def _replay(result):
+    """The rule applied to the recorded validation scores: how many validations it allows, and the best."""
+    rule = pc.StoppingRule(**result["rule"])
+    stopper = pc.EarlyStopping(rule, result["curve"][0]["val_score"])
+    for n, point in enumerate(result["curve"][1:], start=2):
+        stopper.observe(point["val_score"])
+        if stopper.stop:
+            return n, stopper.best
+    return len(result["curve"]), stopper.best
+
+
+def test_every_method_runs_under_the_same_rule_and_budget(tiny):
+    """LTV, prefix tuning and LoRA: the same samples, the same validation points, the same metric (balanced
+    accuracy on a classification task), the rule's stopping decision, and time-to-accuracy curves."""
+    prepared = pc.prepare(tiny, load_splits("sst2", n_train=32, n_val=8))
+    names = ("ltv", "prefix-1", "lora-r8-qv")
+    methods = [m for m in pc.race_methods(tiny) if m.name in names]
+    full = pc.StoppingRule(val_every=6, patience=99)
+    results = [pc.train_and_measure(tiny, prepared, m, SCHEDULE, eval_batch=8, rule=full) for m in methods]
+    for r in results:
+        assert r["val_metric"] == "balanced_accuracy" and r["sample_budget"] == 16 == r["samples_seen"]
+        assert [c["samples"] for c in r["curve"]] == [0, 8, 12, 16] and r["n_validations"] == 4
+        assert all(c["val_balanced_accuracy"] is not None and c["val_score"] == c["val_balanced_accuracy"]
+                   for c in r["curve"])
+        walls = [c["wall_seconds"] for c in r["curve"]]
+        trains = [c["train_seconds"] for c in r["curve"]]
+        assert walls == sorted(walls) and trains == sorted(trains) and trains[-1] <= walls[-1]
+        assert r["best_val_score"] == max(c["val_score"] for c in r["curve"])
+        hit = pc.time_to_accuracy(r["curve"], r["best_val_accuracy"])
+        assert hit is not None and hit["samples"] <= r["samples_to_best"]
+    # patience 1: each method stops where the rule, replayed on its own scores, says
+    strict = pc.StoppingRule(val_every=4, patience=1)
+    for m in methods:
+        r = pc.train_and_measure(tiny, prepared, m, SCHEDULE, eval_batch=8, rule=strict)
+        assert (r["n_validations"], r["best_val_score"]) == _replay(r)
+        assert [c["samples"] for c in r["curve"]] == [0, 4, 8, 12, 16][: r["n_validations"]]
+
+
+def test_time_to_accuracy_reads_the_first_point_at_the_target():
+    curve = [{"samples": s, "wall_seconds": w, "train_seconds": w / 2, "val_accuracy": a}
+             for s, w, a in [(0, 0.1, 0.2), (8, 1.0, 0.5), (16, 2.0, 0.7), (24, 3.0, 0.6)]]
+    assert pc.time_to_accuracy(curve, 0.6) == {"samples": 16, "wall_seconds": 2.0, "train_seconds": 1.0,
+                                               "val_accuracy": 0.7}
+    assert pc.time_to_accuracy(curve, 0.8) is None
 
 
 @pytest.mark.parametrize("kind", ["ltv", "prompt-1", "prefix-1", "lora", "lora-r8-qkvo", "prefix-10", "prompt-10"])

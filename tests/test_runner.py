@@ -8,7 +8,7 @@ import torch
 from ltvlib.inject import VectorEdit
 from ltvlib.ltv import answer_loss
 from ltvlib.prompts import answer_ids, encode_prompts
-from ltvlib.runner import PromptRunner, tail_needed
+from ltvlib.runner import PositionTail, PromptRunner, tail_needed
 from ltvlib.tasks import get_task, load_splits
 
 
@@ -22,11 +22,71 @@ def _setup(lm, shared: bool):
     return prompts, answers
 
 
+def _varied(lm):
+    """Six zero- to two-shot prompts (per-row demonstrations): rows of different lengths, so left padding."""
+    task = get_task("antonym")
+    train = list(load_splits(task).train)
+    queries = train[:6]
+    demos = [train[10 + 2 * i : 10 + 2 * i + i % 3] for i in range(6)]
+    return encode_prompts(lm.tokenizer, task, queries, demos=demos)
+
+
 def test_tail_needed():
     assert tail_needed([-1]) == 1
     assert tail_needed([-5, -1, -3]) == 5
-    assert tail_needed([4, -1]) is None
+    assert tail_needed([4, -1]) == PositionTail((4, -1))
     assert tail_needed([]) is None
+
+
+def test_position_tail_per_row_is_the_distance_from_each_prompts_end(tiny):
+    prompts = _varied(tiny)
+    s = len(prompts.shared)  # Gemma's BOS is a shared token: position 4 counts it
+    tails = PositionTail((4,)).per_row(prompts)
+    assert tails == tuple(s + len(r) - 4 for r in prompts.rows)
+    assert len(set(tails)) > 1  # the prompts differ in length, so the tails differ too
+    assert PositionTail((4, -5)).per_row(prompts) == tuple(max(t, 5) for t in tails)
+    with_demos, _ = _setup(tiny, shared=True)
+    assert PositionTail((4,)).per_row(with_demos) is None  # position 4 lies in the shared demonstrations
+    assert PromptRunner(tiny, with_demos, tail=PositionTail((4,))).row_tails is None  # so: full forwards
+
+
+@pytest.mark.parametrize("positions", [(4,), (4, -1), (3, 5)])
+@pytest.mark.parametrize("skip", [False, True])
+def test_per_row_tail_matches_full_forward_logits_and_grads(tiny, positions, skip):
+    """Each row cached up to its own position (left padding, prompts of different lengths, Gemma's BOS):
+    logits, loss and gradient equal the full forward's, on first runs and on cached re-runs, with single- and
+    multi-token answers and vectors entering at block 0 and later."""
+    prompts = _varied(tiny)
+    answers = [[11, 12, 13], [14], [15, 16], [17, 18, 19], [20], [21, 22]]
+    full = PromptRunner(tiny, prompts, tail=None)
+    fast = PromptRunner(tiny, prompts, tail=tail_needed(positions), skip_early_layers=skip)
+    assert fast.row_tails is not None and len(set(fast.row_tails)) > 1
+    for index, layer in (([0, 2, 3, 5], 1), ([5, 1, 3, 0], 1), ([4, 1, 2], 0), ([0, 1, 2, 3, 4, 5], 2)):
+        ans = [answers[i] for i in index]
+        results = []
+        for runner in (full, fast):
+            theta = torch.randn(len(positions), tiny.d_model, generator=torch.Generator().manual_seed(0)) * 0.5
+            theta.requires_grad_(True)
+            edits = [VectorEdit(layer, p, theta[i]) for i, p in enumerate(positions)]
+            logits, valid = runner.run(index, edits, answers=ans)
+            loss = answer_loss(logits, ans, valid)
+            loss.backward()
+            # columns past a short answer are padding: their logits are never used (and differ by design)
+            results.append((logits.detach()[valid], loss.detach(), theta.grad.clone()))
+        (l_full, loss_full, g_full), (l_fast, loss_fast, g_fast) = results
+        torch.testing.assert_close(l_fast, l_full, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(loss_fast, loss_full, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(g_fast, g_full, atol=1e-5, rtol=1e-4)
+        assert g_full.abs().sum() > 0
+    assert fast.cached_rows == len(prompts)
+    # without vectors (next token only) the per-row layout gives the plain logits too
+    torch.testing.assert_close(fast.run(range(6))[0], full.run(range(6))[0], atol=1e-4, rtol=1e-4)
+
+
+def test_per_row_tail_refuses_a_position_before_a_rows_tail(llama):
+    runner = PromptRunner(llama, _varied(llama), tail=PositionTail((5,)))
+    with pytest.raises(ValueError, match=r"injected position 4 \(layer 1\) lies in the cached prefix"):
+        runner.run([0, 1], [VectorEdit(1, 4, torch.zeros(llama.d_model))])
 
 
 @pytest.mark.parametrize("shared", [False, True])
@@ -136,7 +196,7 @@ def test_first_layer_keeps_later_blocks_and_stays_exact_everywhere(tiny, shared)
     assert all(len(late.rows[i].keys) == tiny.n_layers - 2 for i in index)
 
 
-@pytest.mark.parametrize(("position", "fix"), [(-3, "tail=3 or more"), (0, "tail=None")])
+@pytest.mark.parametrize(("position", "fix"), [(-3, "tail=3 or more"), (0, r"tail=PositionTail\(\(0,\)\) or None")])
 def test_position_in_the_cached_prefix_names_it_and_the_tail(llama, position, fix):
     prompts, _ = _setup(llama, shared=True)
     runner = PromptRunner(llama, prompts, tail=2)
