@@ -223,7 +223,7 @@ def scale_for(rms: float) -> float:
 
 def unscaled_recipe(recipe: TrainConfig) -> TrainConfig:
     """A stream-relative ``recipe`` as the absolute numbers it takes at the reference stream
-    (:data:`REFERENCE_STREAM_RMS`): for the fast recipe, lr 0.9 and init 0.1 at every layer of every model,
+    (:data:`REFERENCE_STREAM_RMS`): for the fast recipe, lr 2.7 and init 0.1 at every layer of every model,
     the steps the book's recipe takes at layer 15 of SmolLM2-135M, unscaled. An absolute recipe is returned as it is."""
     return absolute_recipe(recipe, REFERENCE_STREAM_RMS)
 

@@ -106,10 +106,10 @@ def test_the_recipe_is_scaled_once_by_the_trainer_not_here():
     assert ltv_profile(cpu, 1.0) is cpu and ltv_profile(cpu, 28.0) is cpu
     with pytest.raises(ValueError, match="scale must be positive, got 0"):
         ltv_profile(cpu, 0.0)
-    # the unscaled form: the fast recipe's absolute numbers at the reference stream (lr 0.9, init 0.1)
+    # the unscaled form: the fast recipe's absolute numbers at the reference stream (lr 2.7, init 0.1)
     absolute = unscaled_recipe(cpu.recipe)
     assert not absolute.relative_to_stream
-    assert absolute.lr == pytest.approx(0.9, rel=1e-12) and absolute.init_range == pytest.approx(0.1, rel=1e-12)
+    assert absolute.lr == pytest.approx(2.7, rel=1e-12) and absolute.init_range == pytest.approx(0.1, rel=1e-12)
     assert absolute.batch_size == cpu.recipe.batch_size and absolute.epochs == cpu.recipe.epochs
     paper = get_profile("paper").recipe
     assert unscaled_recipe(paper) is paper
@@ -210,7 +210,7 @@ def test_summaries_equal_the_chapters_measurements(llama, cache):
     # the book recipe, stream-relative, is trained in its unscaled (absolute) form: a second vector
     unscaled = dataclasses.replace(prof, recipe=unscaled_recipe(prof.recipe))
     book = profile_ltv(llama, "antonym", unscaled, layers=[mid])
-    assert book.stream_rms is None and book.effective_lr == (pytest.approx(0.9, rel=1e-12),)
+    assert book.stream_rms is None and book.effective_lr == (pytest.approx(2.7, rel=1e-12),)
     assert row["ltv_book"] == 100 * ltv_accuracy(llama, book, unscaled)["accuracy"]
     assert row["ltv_book_norm"] == pytest.approx(float(book.vectors.norm())) != row["ltv_norm"]
     # an absolute profile recipe asked for again: the same vector

@@ -217,7 +217,7 @@ def test_the_paper_recipe_keeps_its_absolute_numbers(llama):
 
 def test_the_fast_recipe_takes_its_chosen_absolute_steps_at_the_reference_stream():
     assert FAST_RECIPE.relative_to_stream
-    assert FAST_RECIPE.lr * FAST_REFERENCE_RMS == pytest.approx(0.9, rel=1e-12)
+    assert FAST_RECIPE.lr * FAST_REFERENCE_RMS == pytest.approx(2.7, rel=1e-12)
     assert FAST_RECIPE.init_range * FAST_REFERENCE_RMS == pytest.approx(0.1, rel=1e-12)
 
 
