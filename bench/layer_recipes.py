@@ -85,8 +85,13 @@ def main() -> None:
             for name in recipes:
                 L._RUNNERS.clear()
                 start = time.perf_counter()
-                ltv = L.train_ltv(lm, task, layers=[layer], recipe=RECIPES[name], seed=args.seed, splits=splits,
-                                  progress=False)
+                try:
+                    ltv = L.train_ltv(lm, task, layers=[layer], recipe=RECIPES[name], seed=args.seed, splits=splits,
+                                      progress=False)
+                except L.TrainingDivergedError as exc:  # a row of the table, not the end of the grid
+                    print(f"| {task} | {layer} | | {name} | | | | diverged: {exc} | no | | | "
+                          f"{time.perf_counter() - start:.0f} |", flush=True)
+                    continue
                 wall = time.perf_counter() - start
                 r = evaluate(test, ltv.edits())
                 acc = Proportion(sum(r.correct), r.n)
@@ -100,6 +105,8 @@ def main() -> None:
     print("\n| task | layer | best recipe by validation | its test acc | best test acc | default | "
           "default - best test (points) |\n|---|---|---|---|---|---|---|")
     for task, layer, accs, vals in summary:
+        if not vals:  # every recipe diverged
+            continue
         chosen = max(vals, key=lambda k: vals[k])
         best = max(accs, key=lambda k: accs[k])
         default = accs.get("default")
