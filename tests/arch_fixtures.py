@@ -13,24 +13,25 @@ _SIZES = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3, "
           "max_position_embeddings": 512, "pad_token_id": 0, "eos_token_id": 3}
 
 
+def _tiny_llama_family(config_cls: type, model_cls: type, name: str, seed: int) -> LoadedModel:
+    """A tiny model of a family laid out like Llama (GQA: 4 query heads, 2 KV heads, head_dim 16)."""
+    tok = tiny_tokenizer(add_bos=False)
+    torch.manual_seed(seed)
+    config = config_cls(vocab_size=len(tok), num_key_value_heads=2, head_dim=16, bos_token_id=None,
+                        tie_word_embeddings=False, **_SIZES)
+    return wrap_model(model_cls(config).float(), tok, name)
+
+
 def tiny_mistral(seed: int = 0) -> LoadedModel:
     from transformers import MistralConfig, MistralForCausalLM
 
-    tok = tiny_tokenizer(add_bos=False)
-    torch.manual_seed(seed)
-    config = MistralConfig(vocab_size=len(tok), num_key_value_heads=2, head_dim=16, bos_token_id=None,
-                           tie_word_embeddings=False, **_SIZES)
-    return wrap_model(MistralForCausalLM(config).float(), tok, "tiny-mistral")
+    return _tiny_llama_family(MistralConfig, MistralForCausalLM, "tiny-mistral", seed)
 
 
 def tiny_qwen2(seed: int = 0) -> LoadedModel:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    tok = tiny_tokenizer(add_bos=False)
-    torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tok), num_key_value_heads=2, head_dim=16, bos_token_id=None,
-                         tie_word_embeddings=False, **_SIZES)
-    return wrap_model(Qwen2ForCausalLM(config).float(), tok, "tiny-qwen2")
+    return _tiny_llama_family(Qwen2Config, Qwen2ForCausalLM, "tiny-qwen2", seed)
 
 
 def tiny_gemma3_multimodal(seed: int = 0) -> LoadedModel:
