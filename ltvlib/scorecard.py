@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ltvlib.book import BOOK_ROOT_ENV, CLAIMS_DIR, claims_root, is_default, read_chapters
+from ltvlib.book import BOOK_ROOT_ENV, CLAIMS_DIR, claims_root, is_default, read_chapters, verdict_slug
 from ltvlib.cache import atomic_write_text
 from ltvlib.stats import Estimate, format_estimate
 
@@ -766,3 +766,72 @@ def summary_markdown(sheets: Sequence[ClaimSheet]) -> str:
     return (f"**{total} measured claims** ({', '.join(parts) or 'none'}) from {len(sheets)} chapters"
             + (f" ({where})" if where else "")
             + (f"; {without} of them recorded without an interval" if without else "") + ".")
+
+
+# --- prose chosen by the verdict --------------------------------------------------------------------------------
+
+#: The marker an interpretation leaves in a chapter's output (an HTML comment: invisible in the page), read back
+#: by the book test that checks each chapter's prose against its own recorded verdicts.
+INTERPRETATION_MARKER = re.compile(r"<!-- ltv-interpretation claim=(?P<key>[a-z0-9_.-]+) verdict=(?P<verdict>[a-z-]+) -->")
+
+
+@dataclasses.dataclass(frozen=True)
+class Interpretation:
+    """The paragraph that interprets one claim's outcome, chosen by its verdict (issue 16, point 3).
+
+    Render it as a cell's last expression (``_repr_markdown_``): the text for the claim's verdict, preceded by a
+    hidden marker naming the claim's key and verdict, which ``tests/test_book_quality.py`` compares with the
+    chapter's recorded claims.
+    """
+
+    claim_key: str
+    verdict: Verdict
+    text: str
+
+    def markdown(self) -> str:
+        return (f"<!-- ltv-interpretation claim={self.claim_key} verdict={verdict_slug(self.verdict.value)} -->\n\n"
+                f"{self.text}")
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+
+def interpret(claim: Claim, texts: Mapping[Verdict | str, str], **values: Any) -> Interpretation:
+    """The interpretation of ``claim``'s outcome: ``texts[claim.verdict]``, formatted with ``values``.
+
+    ``texts`` must give a text for every one of the five verdict levels (:data:`VERDICT_LEVELS`, keyed by
+    :class:`Verdict` or its value), so that what a chapter says about an outcome is written for every outcome
+    before it is known and picked by the rule, never by hand afterwards. ``{name}`` fields in the chosen text are
+    filled from ``values`` (e.g. the measured numbers).
+
+    Raises:
+        ValueError: a level without a text, an unknown level, or a field the values do not provide.
+    """
+    by_level: dict[Verdict, str] = {}
+    for level, text in texts.items():
+        try:
+            v = level if isinstance(level, Verdict) else Verdict(level)
+        except ValueError:
+            raise ValueError(f"claim {claim.key!r}: unknown verdict level {level!r}; use one of "
+                             f"{[v.value for v in VERDICT_LEVELS]}") from None
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"claim {claim.key!r}: the text for {v.value!r} is empty")
+        by_level[v] = text
+    missing = [v.value for v in VERDICT_LEVELS if v not in by_level]
+    if missing:
+        raise ValueError(f"claim {claim.key!r}: no interpretation for the verdict level(s) {missing}; write one "
+                         "for every level (reproduced, partly, not reproduced, inconclusive, not testable)")
+    verdict = claim.verdict
+    if verdict not in by_level:
+        raise ValueError(f"claim {claim.key!r}: its verdict {verdict.value!r} has no interpretation")
+    try:
+        text = by_level[verdict].format(**values)
+    except (KeyError, IndexError) as exc:
+        raise ValueError(f"claim {claim.key!r}: the {verdict.value!r} text needs the value {exc} "
+                         f"(given: {sorted(values)})") from None
+    return Interpretation(claim.key, verdict, text.strip())
+
+
+def interpretation_markers(text: str) -> list[tuple[str, str]]:
+    """``(claim key, verdict slug)`` of every interpretation marker in ``text`` (a notebook's outputs)."""
+    return [(m["key"], m["verdict"]) for m in INTERPRETATION_MARKER.finditer(text)]

@@ -424,3 +424,34 @@ def test_a_non_default_run_cannot_record_into_the_repository(monkeypatch: pytest
     with pytest.raises(ValueError, match=r"only the default setting writes there.*_build/runs/cpu__smollm2-135m__seed1"):
         record_claims("00_overview", [claim()], model="smollm2-135m", profile="cpu", seed=1)
     assert {p.name: p.read_bytes() for p in claims_dir.glob("*.json")} == before
+
+
+def _claim_with(rule):
+    from ltvlib.scorecard import Claim
+    return Claim(paper_claim=1, key="mid", statement="s.", paper="p", ours="o", rule=rule,
+                 evidence="ch01-x", evidence_title="Table 1.1")
+
+
+def test_interpret_picks_the_text_of_the_recorded_verdict_and_marks_it() -> None:
+    from ltvlib.scorecard import direction_rule, interpret, interpretation_markers
+    texts = {"reproduced": "It holds: {gap}.", "partly": "Partly.", "not reproduced": "It fails: {gap}.",
+             "inconclusive": "Cannot tell.", "not testable at this scale": "Untestable."}
+    up = interpret(_claim_with(direction_rule(0.2, (0.1, 0.3))), texts, gap="+20")
+    down = interpret(_claim_with(direction_rule(-0.2, (-0.3, -0.1))), texts, gap="-20")
+    mid = interpret(_claim_with(direction_rule(0.0, (-0.1, 0.1))), texts, gap="0")
+    assert up.text == "It holds: +20." and down.text == "It fails: -20." and mid.text == "Cannot tell."
+    assert interpretation_markers(up.markdown() + down.markdown()) == [("mid", "reproduced"), ("mid", "not-reproduced")]
+
+
+def test_interpret_refuses_missing_levels_and_missing_values() -> None:
+    import pytest
+    from ltvlib.scorecard import direction_rule, interpret
+    claim = _claim_with(direction_rule(0.2, (0.1, 0.3)))
+    with pytest.raises(ValueError, match="no interpretation for the verdict level"):
+        interpret(claim, {"reproduced": "ok"})
+    full = {"reproduced": "{x}", "partly": "p", "not reproduced": "n", "inconclusive": "i",
+            "not testable at this scale": "t"}
+    with pytest.raises(ValueError, match="needs the value"):
+        interpret(claim, full)
+    with pytest.raises(ValueError, match="unknown verdict level"):
+        interpret(claim, {**full, "maybe": "m"})
