@@ -547,6 +547,8 @@ class ClaimSheet:
     profile: str
     seed: int
     claims: tuple[Claim, ...]
+    #: every LTV the chapter showed (:class:`ltvlib.ltv_report.LTVShown` as dicts), with whether it trained
+    ltvs: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(
@@ -557,6 +559,7 @@ class ClaimSheet:
                 "profile": self.profile,
                 "seed": self.seed,
                 "claims": [c.to_dict() for c in self.claims],
+                "ltvs": list(self.ltvs),
             },
             indent=1,
             ensure_ascii=False,
@@ -569,7 +572,7 @@ class ClaimSheet:
             if d.get("schema") not in READABLE_SCHEMAS:
                 raise ValueError(f"schema {d.get('schema')!r}, expected one of {READABLE_SCHEMAS}")
             return cls(d["chapter"], d["model"], d["profile"], int(d["seed"]),
-                       tuple(Claim.from_dict(c) for c in d["claims"]))
+                       tuple(Claim.from_dict(c) for c in d["claims"]), tuple(d.get("ltvs", ())))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{source}: not a valid claims sheet ({type(exc).__name__}: {exc})") from exc
 
@@ -632,6 +635,7 @@ def record_claims(
     profile: str,
     seed: int,
     root: Path | None = None,
+    ltvs: Any = None,
 ) -> ClaimSheet:
     """Save a chapter's claims to ``<root>/results/claims/<chapter>.json`` (atomically) and return them.
 
@@ -639,6 +643,8 @@ def record_claims(
         chapter: the chapter's file name without extension, e.g. ``"01_ltv_vs_extracted"``.
         claims: the rows; keys must be unique.
         model, profile, seed: the chapter's parameters (the ``model`` parameter as given, not ``lm.name``).
+        ltvs: the chapter's :class:`ltvlib.ltv_report.LTVLedger` (every LTV it showed and whether it trained),
+            saved with the claims for the book test that no untrained vector is shown as a number.
         root: book root; default :func:`book_root`. The repository this package comes from is refused for
             any run but the default setting (its committed claims are the default setting's).
 
@@ -654,7 +660,8 @@ def record_claims(
     keys = [c.key for c in claims]
     if len(set(keys)) != len(keys):
         raise ValueError(f"{chapter}: duplicate claim keys {keys}")
-    sheet = ClaimSheet(chapter, str(model), str(profile), int(seed), claims)
+    shown = tuple(ltvs.to_list()) if ltvs is not None else ()
+    sheet = ClaimSheet(chapter, str(model), str(profile), int(seed), claims, shown)
     target_root = root or book_root(model, profile, seed)
     checkout = _checkout_root()
     params = {"model": sheet.model, "profile": sheet.profile, "seed": sheet.seed}
