@@ -25,13 +25,19 @@ the model's own forward pass.
 
 **The LTV's step size.** The fast recipe's steps are relative to the residual stream
 (``TrainConfig.relative_to_stream``): the trainer scales each vector's learning rate and initial range by the
-stream's RMS at its own site (:mod:`ltvlib.stream_scale`), on every model and at every layer alike, so this
-module scales nothing itself (:func:`ltv_profile` returns the profile as it is). Gemma-3-270M's stream is about
-28 times SmolLM2-135M's at the middle layer; with SmolLM2's absolute numbers its LTV stays too small to move
-the output (``cpu`` profile, Antonym: 2 % test accuracy, against 42.5 % with scaled steps and 0 % zero-shot).
-:func:`stream_rms` and :func:`recipe_scale` describe that ratio; :func:`middle_layer_results` can train the
-recipe's absolute form at the reference stream (:func:`unscaled_recipe`) beside it, to show what the scaling
-does.
+stream's RMS at its own site (:mod:`ltvlib.stream_scale`), on every model and at every layer alike; this module
+scales nothing. :func:`stream_rms` measures the stream's size by depth, for the chapter's figure of why one
+absolute recipe could not serve both models.
+
+**Intervals.** The verdicts compare methods on the same test queries, so the chapter needs each query's
+correctness, not only accuracies: :func:`correct_at` (zero-shot, the LTV and the three extracted vectors at
+one layer) and :func:`key_head_correct` (the LTV with key or random heads zeroed) return it, for
+:func:`ltvlib.stats.paired_bootstrap_difference`.
+
+**The Function Vector's size.** :func:`attention_write_check` verifies on real prompts that what the heads write
+(:func:`ltvlib.heads.head_writes`, Gemma's attention-output norm included) sums to what the attention block
+adds to the stream, and :func:`function_vector_write` compares the FV with its heads' write recomputed at their
+mean outputs and with the bare ``W_O`` terms (the size the FV had before the norm was taken into account).
 
 Sliding-window attention (Gemma 3: 512 tokens) limits the cached-prefix paths to prompts shorter than the
 window (:func:`ltvlib.prefix.forward_tokens` refuses longer ones). ICL references then fall back on full
@@ -43,7 +49,7 @@ from __future__ import annotations
 
 import gc
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -55,7 +61,6 @@ from .experiments_extracted import extracted_curve, ltv_layers
 from .inject import VectorEdit, inject, record_residual
 from .key_heads import LastTokenRunner, key_head_experiment
 from .linearity import ShiftProbe, final_norm, linearity_plan, profile_linearity, record_final_norm_input
-from .ltv import FAST_REFERENCE_RMS, TrainConfig, absolute_recipe
 from .profiles import Profile, sweep_layers
 from .prompts import answer_ids, encode_prompts, pad_left
 from .runner import PromptRunner
@@ -76,8 +81,6 @@ class AcrossModelsSizes:
         tasks: tasks of the middle-layer table (None = all of the profile's tasks).
         sweep_tasks: tasks whose LTV is trained at several layers (:func:`sweep_ltv_layers`); None = every
             table task.
-        unscaled_tasks: tasks whose middle-layer LTV is also trained with the book's unscaled recipe, to show
-            what the step size does (:func:`ltv_profile`); None = every table task.
         key_head_tasks: tasks of the key-head ablation (None = every table task).
         n_key_queries: validation queries for saliency, mean head outputs and attention (chapter 04's).
         n_random: random head sets drawn for the control.
@@ -89,7 +92,6 @@ class AcrossModelsSizes:
 
     tasks: tuple[str, ...] | None
     sweep_tasks: tuple[str, ...] | None
-    unscaled_tasks: tuple[str, ...] | None
     key_head_tasks: tuple[str, ...] | None
     n_key_queries: int
     n_random: int
@@ -101,16 +103,16 @@ class AcrossModelsSizes:
 ACROSS_MODELS_SIZES: dict[str, AcrossModelsSizes] = {
     # does every cell run, on every model? one task; the linear fit at the middle and last layers (chapter 05's
     # smoke layers, cheap: the last layer's LTV and fit run one block)
-    "smoke": AcrossModelsSizes(tasks=("antonym",), sweep_tasks=("antonym",), unscaled_tasks=("antonym",),
+    "smoke": AcrossModelsSizes(tasks=("antonym",), sweep_tasks=("antonym",),
                                key_head_tasks=("antonym",),
                                n_key_queries=8, n_random=2, linearity_tasks=("antonym",),
                                linearity_fractions=(0.5, 1.0), n_check=3),
     # two short-prompt tasks in the table (TREC is the classification task); everything else on Antonym, chapter
     # 05's sweep task and one of chapter 04's, so that on the default model the LTVs, key heads and fits are
     # cache hits. Gemma-3-270M's part costs about 20 minutes of one CPU thread (chapter 08 gives the breakdown).
-    "cpu": AcrossModelsSizes(tasks=("antonym", "trec"), sweep_tasks=("antonym",), unscaled_tasks=("antonym",),
+    "cpu": AcrossModelsSizes(tasks=("antonym", "trec"), sweep_tasks=("antonym",),
                              key_head_tasks=("antonym",), n_key_queries=64, n_random=5, linearity_tasks=("antonym",)),
-    "paper": AcrossModelsSizes(tasks=None, sweep_tasks=None, unscaled_tasks=None, key_head_tasks=None,
+    "paper": AcrossModelsSizes(tasks=None, sweep_tasks=None, key_head_tasks=None,
                                n_key_queries=100, n_random=5, linearity_tasks=None),
 }
 
@@ -123,7 +125,7 @@ def across_sizes(profile: Profile) -> AcrossModelsSizes:
 
 
 def plan_tasks(profile: Profile) -> dict[str, list[str]]:
-    """``{"table", "sweep", "unscaled", "key_heads", "linearity"}`` -> task lists of ``profile``, in the paper's
+    """``{"table", "sweep", "key_heads", "linearity"}`` -> task lists of ``profile``, in the paper's
     order."""
     sizes = across_sizes(profile)
     table = list(sizes.tasks or profile.tasks)
@@ -131,7 +133,7 @@ def plan_tasks(profile: Profile) -> dict[str, list[str]]:
     def pick(chosen: tuple[str, ...] | None) -> list[str]:
         return [t for t in table if t in chosen] if chosen is not None else list(table)
 
-    return {"table": table, "sweep": pick(sizes.sweep_tasks), "unscaled": pick(sizes.unscaled_tasks),
+    return {"table": table, "sweep": pick(sizes.sweep_tasks),
             "key_heads": pick(sizes.key_head_tasks), "linearity": pick(sizes.linearity_tasks)}
 
 
@@ -176,11 +178,7 @@ def sweep_ltv_layers(lm: Any, profile: Profile, task: str) -> list[int]:
 
 
 # -------------------------------------------------------------------------------------------------------------
-# The step size of the LTV recipe, relative to the residual stream
-
-REFERENCE_STREAM_RMS = FAST_REFERENCE_RMS
-"""The stream RMS where the fast recipe's absolute numbers were tuned (SmolLM2-135M, block 15, last token:
-:data:`ltvlib.ltv.FAST_REFERENCE_RMS`); the fast recipe's relative numbers are those divided by it."""
+# The size of the residual stream by depth
 
 
 @torch.no_grad()
@@ -194,48 +192,6 @@ def stream_rms(lm: Any, layers: list[int] | None = None, *, task: str = "antonym
     with record_residual(lm, layers) as rec:
         lm.model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
     return {l: float(rec[l][:, -1].double().pow(2).mean().sqrt()) for l in layers}
-
-
-SCALE_TOLERANCE = 1.25
-"""Streams within this factor of :data:`REFERENCE_STREAM_RMS` keep the recipe as it is (scale exactly 1): the fast
-recipe's learning rate was itself chosen among values 0.02-0.2, so a smaller mismatch is within its tuning, and
-the reference model keeps the other chapters' vectors whatever its precision (bfloat16 on a GPU moves the RMS a
-little)."""
-
-
-def recipe_scale(lm: Any) -> float:
-    """How much larger the residual stream is at ``lm``'s middle layer than at the fast recipe's tuning point
-    (:data:`REFERENCE_STREAM_RMS`), to two significant digits; exactly 1 when the ratio is within
-    :data:`SCALE_TOLERANCE` of 1. A description only: the trainer scales each vector by its own site's RMS
-    (``TrainConfig.relative_to_stream``)."""
-    return scale_for(stream_rms(lm, [lm.middle_layer])[lm.middle_layer])
-
-
-def scale_for(rms: float) -> float:
-    """:func:`recipe_scale` for a measured stream RMS ``rms`` (must be positive)."""
-    if not rms > 0:
-        raise ValueError(f"the stream RMS must be positive, got {rms}")
-    ratio = rms / REFERENCE_STREAM_RMS
-    if 1 / SCALE_TOLERANCE <= ratio <= SCALE_TOLERANCE:
-        return 1.0
-    return float(f"{ratio:.2g}")
-
-
-def unscaled_recipe(recipe: TrainConfig) -> TrainConfig:
-    """A stream-relative ``recipe`` as the absolute numbers it takes at the reference stream
-    (:data:`REFERENCE_STREAM_RMS`): for the fast recipe, lr 2.7 and init 0.1 at every layer of every model,
-    the steps the book's recipe takes at layer 15 of SmolLM2-135M, unscaled. An absolute recipe is returned as it is."""
-    return absolute_recipe(recipe, REFERENCE_STREAM_RMS)
-
-
-def ltv_profile(profile: Profile, scale: float) -> Profile:
-    """``profile`` itself, whatever ``scale`` (which must be positive): kept for chapter 08, which passes
-    :func:`recipe_scale`. The step sizes now follow the stream inside the trainer
-    (``TrainConfig.relative_to_stream``), per vector and per layer, so scaling the recipe here as well
-    would scale it twice."""
-    if not scale > 0:
-        raise ValueError(f"the scale must be positive, got {scale}")
-    return profile
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -277,44 +233,29 @@ def _curve(lm: Any, task: str, profile: Profile, method: str, layers: list[int],
         return None
 
 
-def middle_layer_results(
-    lm: Any, task: str, profile: Profile, *, seed: int = 0, book_recipe: TrainConfig | None = None
-) -> dict[str, Any]:
+def middle_layer_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[str, Any]:
     """Chapter 01's middle-layer row of one task, in percent.
 
-    Args:
-        profile: sizes, and the recipe of the LTV (``ltv``).
-        book_recipe: the recipe of a second LTV (``ltv_book``) trained without stream scaling: a
-            stream-relative recipe is trained as :func:`unscaled_recipe` (its absolute numbers at the reference
-            stream); equal to ``profile.recipe`` after that: the same vector; None: none (``ltv_book`` and
-            ``ltv_book_norm`` are None).
-
     Returns:
-        ``{"zero-shot", "<k>-shot ICL" (each of the profile's shot counts), "ltv", "ltv_book", "vanilla_tv",
+        ``{"zero-shot", "<k>-shot ICL" (each of the profile's shot counts), "ltv", "vanilla_tv",
         "vanilla_tv_difference", "function_vector"}`` -> accuracy (%; None where not computable), plus
-        ``"icl_path"`` (shots -> ``"cached prefix"`` or ``"full"``), ``"ltv_steps"``, ``"ltv_norm"``,
-        ``"ltv_book_norm"`` and ``"missing"`` (method -> reason).
+        ``"icl_n"`` (shots -> test queries), ``"icl_path"`` (shots -> ``"cached prefix"`` or ``"full"``),
+        ``"ltv_steps"``, ``"ltv_norm"`` and ``"missing"`` (method -> reason). The LTV's accuracy is its
+        measurement whether or not it trained: the chapter's :class:`ltvlib.ltv_report.LTVLedger` decides what is
+        shown (:func:`middle_ltv` gives the vector).
     """
     mid = lm.middle_layer
-    out: dict[str, Any] = {"zero-shot": 100 * icl_reference(lm, task, 0, profile, seed=seed)["accuracy"],
-                           "icl_path": {}, "missing": {}}
+    zero = icl_reference(lm, task, 0, profile, seed=seed)
+    out: dict[str, Any] = {"zero-shot": 100 * zero["accuracy"], "icl_path": {}, "icl_n": {"0": zero["n"]},
+                           "missing": {}}
     for k in profile.icl_shots:
         r = icl_reference(lm, task, k, profile, seed=seed)
         out[f"{k}-shot ICL"] = 100 * r["accuracy"]
         out["icl_path"][str(k)] = r["path"]
-    ltv = profile_ltv(lm, task, profile, layers=[mid], seed=seed)
+        out["icl_n"][str(k)] = r["n"]
+    ltv = middle_ltv(lm, task, profile, seed=seed)
     out["ltv"] = 100 * ltv_accuracy(lm, ltv, profile, seed=seed)["accuracy"]
     out["ltv_steps"], out["ltv_norm"] = ltv.steps, float(ltv.vectors.norm())
-    book_recipe = None if book_recipe is None else unscaled_recipe(book_recipe)
-    if book_recipe is None:
-        out["ltv_book"] = out["ltv_book_norm"] = None
-    elif book_recipe == profile.recipe:
-        out["ltv_book"], out["ltv_book_norm"] = out["ltv"], out["ltv_norm"]
-    else:
-        book = replace(profile, recipe=book_recipe)
-        ltv = profile_ltv(lm, task, book, layers=[mid], seed=seed)
-        out["ltv_book"] = 100 * ltv_accuracy(lm, ltv, book, seed=seed)["accuracy"]
-        out["ltv_book_norm"] = float(ltv.vectors.norm())
     layers = extracted_layers(lm, profile, task)
     for method in EXTRACTED:
         curve = _curve(lm, task, profile, method, layers, seed)
@@ -324,6 +265,16 @@ def middle_layer_results(
         else:
             out[method] = 100 * curve["layers"][str(mid)]["accuracy"]
     return out
+
+
+def middle_ltv(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> Any:
+    """The LTV of ``task`` at the middle layer, last position, with the profile's recipe (chapter 01's)."""
+    return profile_ltv(lm, task, profile, layers=[lm.middle_layer], seed=seed)
+
+
+def sweep_ltvs(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[int, Any]:
+    """The LTVs of the layer sweep (:func:`sweep_ltv_layers`), by layer."""
+    return {l: profile_ltv(lm, task, profile, layers=[l], seed=seed) for l in sweep_ltv_layers(lm, profile, task)}
 
 
 def sweep_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[str, dict[int, float]]:
@@ -387,6 +338,153 @@ def linearity_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) ->
                       "zero_shot": 100 * acc["zero_shot"], "r2_heldout": r["r2_heldout"],
                       "explained": r["explained_heldout"], "cos_theta_Qtheta": r["cos_theta_Qtheta"],
                       "stretch": r["norm_ratio"]}
+    return out
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Per-query correctness, for intervals on differences between methods (the same test queries for every method)
+
+
+def _windowed(fn: Any) -> Any:
+    """``fn()``, or None when the model's sliding window refuses one of its prompts."""
+    try:
+        return fn()
+    except ValueError as exc:
+        if _WINDOW_ERROR not in str(exc):
+            raise
+        return None
+
+
+def correct_at(lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 0) -> dict[str, Any]:
+    """Which test queries each method gets right with its vector at ``layer`` (cached).
+
+    The profile's test queries of ``task`` (the same ones, in the same order, for every method): ``"zero-shot"``
+    (no vector, the task's template), ``"ltv"`` (the LTV trained at ``layer``, :func:`ltvlib.experiments.profile_ltv`,
+    added at the input of block ``layer``), ``"vanilla_tv"``, ``"vanilla_tv_difference"`` and
+    ``"function_vector"`` (chapter 01's vectors, :func:`ltvlib.experiments_extracted.extracted_curve`'s,
+    at the output of block ``layer``). Their means are those functions' accuracies (tested).
+
+    Returns:
+        ``{method: [bool per query] or None (not computable here: a prompt longer than the sliding window)}``
+        plus ``"n"`` (test queries).
+    """
+    from .baselines.vanilla_tv import layer_accuracies
+    from .experiments import _test_set
+    from .experiments_extracted import (
+        _test_evalset,
+        extracted_sizes,
+        profile_function_vector,
+        profile_vanilla_tv,
+    )
+    from .profiles import sweep_layers
+    from .runner import tail_needed
+
+    splits = profile_splits(task, profile)
+    sizes = extracted_sizes(profile)
+    ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
+    key = {"what": "correct-at", "model": lm.name, "task": task_key(task), "layer": layer,
+           "test": [e.input for e in splits.test], "n_train": profile.n_train, "n_val": profile.n_val, "seed": seed,
+           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "vanilla_tv": asdict(sizes.vanilla_tv), "function_vector": asdict(sizes.function_vector),
+           "source": dependency_hash(__name__)}
+
+    def compute() -> dict[str, Any]:
+        es_ltv = _test_set(lm, task, splits, 0, seed, None, tail_needed(ltv.positions))
+        out: dict[str, Any] = {"ltv": evaluate(es_ltv, ltv.edits()).correct, "n": len(splits.test)}
+        es = _test_evalset(lm, task, profile, "task")
+        out["zero-shot"] = evaluate(es).correct
+        candidates = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
+        config = replace(sizes.vanilla_tv, seed=seed, template="task", form="replace")
+        tv = _windowed(lambda: profile_vanilla_tv(lm, task, profile, config=config, seed=seed,
+                                                  select_layers=candidates))
+        for form, name in (("replace", "vanilla_tv"), ("difference", "vanilla_tv_difference")):
+            out[name] = None if tv is None else layer_accuracies(es, tv, [layer], form)[layer].correct
+        fv = _windowed(lambda: profile_function_vector(lm, task, profile, config=replace(sizes.function_vector,
+                                                                                        seed=seed), seed=seed))
+        out["function_vector"] = None if fv is None else evaluate(es, fv.edits(layer), site="block_output",
+                                                                  mode="add").correct
+        return out
+
+    return cached_json("across-models/correct-at", key, compute)
+
+
+def key_head_correct(lm: Any, task: str, profile: Profile, *, seed: int = 0, fraction: float = 0.1) -> dict[str, Any]:
+    """Which test queries the middle-layer LTV gets right alone, with the key heads zeroed and with each random
+    head set of :func:`key_head_results` zeroed (at the last position; cached).
+
+    Returns:
+        ``{"ltv": [bool], "key_zero": [bool], "random_zero": [[bool] per draw], "n_key", "n_heads", "n"}``.
+    """
+    from .key_heads import head_accuracy, last_token_runner
+
+    sizes = across_sizes(profile)
+    splits = profile_splits(task, profile)
+    ltv = middle_ltv(lm, task, profile, seed=seed)
+    r = key_head_experiment(lm, ltv, list(splits.validation[: sizes.n_key_queries]), list(splits.test),
+                            fraction=fraction, n_random=sizes.n_random, seed=seed)
+    keys = [tuple(h) for h in r["key_heads"]]
+    draws = [[tuple(h) for h in heads] for heads in r["random_heads"]]
+    key = {"what": "key-head-correct", "model": lm.name, "task": task_key(task), "test": [e.input for e in splits.test],
+           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "key_heads": keys, "random_heads": draws, "source": dependency_hash(__name__)}
+
+    def compute() -> dict[str, Any]:
+        runner = last_token_runner(lm, ltv.task, list(splits.test))
+        edits = ltv.edits()
+        return {"ltv": head_accuracy(lm, runner, edits)["correct"],
+                "key_zero": head_accuracy(lm, runner, edits, heads=keys, mode="zero")["correct"],
+                "random_zero": [head_accuracy(lm, runner, edits, heads=h, mode="zero")["correct"] for h in draws],
+                "n_key": len(keys), "n_heads": lm.n_layers * lm.geometry.n_heads, "n": len(splits.test)}
+
+    return cached_json("across-models/key-head-correct", key, compute)
+
+
+@torch.no_grad()
+def attention_write_check(lm: Any, layers: list[int], *, task: str = "antonym", n: int = 8) -> dict[int, dict[str, float]]:
+    """Does what the heads write (:func:`ltvlib.heads.head_writes`) sum to what the attention block adds to the
+    residual stream? On the last token of ``n`` zero-shot test prompts of ``task``, per layer of ``layers``.
+
+    The block's contribution is measured as the stream entering the MLP's input norm minus the stream entering
+    the block (whatever norms lie between, e.g. Gemma's attention-output norm).
+
+    Returns:
+        ``{layer: {"relative_error": max|sum of writes - contribution| / max|contribution|,
+        "bare_ratio": |sum of the bare W_O terms| / |contribution| (mean over prompts: what the writes would be
+        without the attention-output norm; 1 where there is none), "contribution_norm": mean |contribution|}}``.
+    """
+    from .heads import head_writes, record_heads
+    from .sites import block, mlp_input_norm, o_proj
+
+    splits = load_splits(task, n_train=600, n_val=400)
+    rows = encode_prompts(lm.tokenizer, splits.task, splits.test[:n]).full_rows()
+    ids, mask = pad_left(rows, lm.tokenizer.pad_token_id, lm.device)
+    seen: dict[tuple[str, int], torch.Tensor] = {}
+    handles = []
+    for layer in layers:
+        handles.append(block(lm, layer).register_forward_pre_hook(
+            lambda m, a, k, layer=layer: seen.__setitem__(("x", layer), (a[0] if a else k["hidden_states"])[:, -1]),
+            with_kwargs=True))
+        handles.append(mlp_input_norm(lm, layer).register_forward_pre_hook(
+            lambda m, a, layer=layer: seen.__setitem__(("y", layer), a[0][:, -1])))
+    try:
+        with record_heads(lm, layers) as cap:
+            lm.model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
+    finally:
+        for h in handles:
+            h.remove()
+    out = {}
+    geo = lm.geometry
+    for layer in layers:
+        heads = cap[layer][:, -1]
+        contribution = seen[("y", layer)].double() - seen[("x", layer)].double()
+        writes = head_writes(lm, layer, heads).double().sum(-2)
+        w = o_proj(lm, layer).weight.detach().view(geo.d_model, geo.n_heads, geo.head_dim).double()
+        bare = torch.einsum("bhk,dhk->bd", heads.double().to(w.device), w)
+        out[layer] = {
+            "relative_error": float((writes - contribution).abs().max() / contribution.abs().max().clamp_min(1e-30)),
+            "bare_ratio": float((bare.norm(dim=-1) / contribution.norm(dim=-1).clamp_min(1e-30)).mean()),
+            "contribution_norm": float(contribution.norm(dim=-1).mean()),
+        }
     return out
 
 
@@ -575,27 +673,26 @@ def architecture_row(lm: Any) -> dict[str, Any]:
 __all__ = [
     "ACROSS_MODELS_SIZES",
     "EXTRACTED",
-    "REFERENCE_STREAM_RMS",
-    "SCALE_TOLERANCE",
     "AcrossModelsSizes",
     "across_sizes",
     "architecture_row",
+    "attention_write_check",
     "check_code_paths",
     "clear_memory",
+    "correct_at",
     "extracted_layers",
     "function_vector_write",
     "icl_reference",
+    "key_head_correct",
     "key_head_results",
     "linearity_layers",
     "linearity_results",
-    "ltv_profile",
     "middle_layer_results",
+    "middle_ltv",
     "plan_tasks",
-    "recipe_scale",
-    "scale_for",
     "stream_rms",
     "sweep_ltv_layers",
+    "sweep_ltvs",
     "sweep_results",
     "table_layers",
-    "unscaled_recipe",
 ]

@@ -13,24 +13,25 @@ from ltvlib import experiments, key_heads, linearity
 from ltvlib.across_models import (
     across_sizes,
     architecture_row,
+    attention_write_check,
     check_code_paths,
     clear_memory,
+    correct_at,
     extracted_layers,
     function_vector_write,
     icl_reference,
+    key_head_correct,
     key_head_results,
     linearity_layers,
     linearity_results,
-    ltv_profile,
     middle_layer_results,
+    middle_ltv,
     plan_tasks,
-    recipe_scale,
-    scale_for,
     stream_rms,
     sweep_ltv_layers,
+    sweep_ltvs,
     sweep_results,
     table_layers,
-    unscaled_recipe,
 )
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
@@ -62,7 +63,8 @@ def test_plan_per_profile():
     for part in ("sweep", "key_heads", "linearity"):
         assert set(plan[part]) <= set(plan["table"])
     # the default model's LTVs at several layers are chapter 05's (Antonym)
-    assert plan["sweep"] == plan["linearity"] == plan["unscaled"] == ["antonym"]
+    assert plan["sweep"] == plan["linearity"] == ["antonym"]
+    assert "unscaled" not in plan  # one recipe for every model: no second, unscaled LTV
     paper = plan_tasks(get_profile("paper"))
     assert all(paper[part] == list(PAPER_TASKS) for part in paper)
     assert across_sizes(get_profile("paper")).n_key_queries == 100
@@ -99,23 +101,16 @@ def test_linearity_layers_near_quarter_half_three_quarters():
     assert sweep_ltv_layers(Depth(18), get_profile("paper"), "trec") == list(range(18))
 
 
-def test_the_recipe_is_scaled_once_by_the_trainer_not_here():
-    cpu = get_profile("cpu")
-    # the fast recipe's steps follow the stream inside the trainer: the profile is never rescaled here
-    assert cpu.recipe.relative_to_stream
-    assert ltv_profile(cpu, 1.0) is cpu and ltv_profile(cpu, 28.0) is cpu
-    with pytest.raises(ValueError, match="scale must be positive, got 0"):
-        ltv_profile(cpu, 0.0)
-    # the unscaled form: the fast recipe's absolute numbers at the reference stream (lr 2.7, init 0.1)
-    absolute = unscaled_recipe(cpu.recipe)
-    assert not absolute.relative_to_stream
-    assert absolute.lr == pytest.approx(2.7, rel=1e-12) and absolute.init_range == pytest.approx(0.1, rel=1e-12)
-    assert absolute.batch_size == cpu.recipe.batch_size and absolute.epochs == cpu.recipe.epochs
-    paper = get_profile("paper").recipe
-    assert unscaled_recipe(paper) is paper
+def test_one_stream_relative_recipe_for_every_model():
+    import ltvlib.across_models as am
+
+    # the trainer's relative_to_stream is the one mechanism: nothing here rescales a recipe per model
+    assert get_profile("cpu").recipe.relative_to_stream
+    for leftover in ("ltv_profile", "unscaled_recipe", "recipe_scale", "scale_for", "REFERENCE_STREAM_RMS"):
+        assert not hasattr(am, leftover), leftover
 
 
-def test_stream_rms_and_recipe_scale(llama):
+def test_stream_rms(llama):
     from ltvlib.inject import record_residual
     from ltvlib.prompts import encode_prompts, pad_left
 
@@ -126,17 +121,6 @@ def test_stream_rms_and_recipe_scale(llama):
     with torch.no_grad(), record_residual(llama, [1]) as rec:
         llama.model(input_ids=ids, attention_mask=mask)
     assert rms[1] == pytest.approx(float(rec[1][:, -1].pow(2).mean().sqrt()), rel=1e-5)
-    assert recipe_scale(llama) == scale_for(stream_rms(llama, [1])[1])
-
-
-def test_scale_for_rounds_and_keeps_the_reference_recipe():
-    assert scale_for(6.15) == 1.0
-    # within SCALE_TOLERANCE of the reference: the recipe as it is (bfloat16 or another precision moves the RMS)
-    assert scale_for(6.15 * 1.2) == scale_for(6.15 / 1.2) == 1.0
-    assert scale_for(6.15 * 1.3) == 1.3
-    assert scale_for(6.15 * 28.34) == 28.0 and scale_for(6.15 * 0.0423) == 0.042
-    with pytest.raises(ValueError, match="stream RMS must be positive, got 0"):
-        scale_for(0.0)
 
 
 def test_code_paths_agree_on_tiny_models(tiny):
@@ -202,22 +186,14 @@ def test_middle_layer_table_reports_what_the_window_prevents(cache):
 def test_summaries_equal_the_chapters_measurements(llama, cache):
     prof = get_profile("smoke")
     mid = llama.middle_layer
-    assert middle_layer_results(llama, "antonym", prof)["ltv_book"] is None  # no second recipe asked for
-    row = middle_layer_results(llama, "antonym", prof, book_recipe=prof.recipe)
+    row = middle_layer_results(llama, "antonym", prof)
     ltv = profile_ltv(llama, "antonym", prof, layers=[mid])
+    assert middle_ltv(llama, "antonym", prof).metadata() == ltv.metadata()
     assert row["ltv"] == 100 * ltv_accuracy(llama, ltv, prof)["accuracy"]
     assert row["ltv_norm"] == pytest.approx(float(ltv.vectors.norm()))
-    # the book recipe, stream-relative, is trained in its unscaled (absolute) form: a second vector
-    unscaled = dataclasses.replace(prof, recipe=unscaled_recipe(prof.recipe))
-    book = profile_ltv(llama, "antonym", unscaled, layers=[mid])
-    assert book.stream_rms is None and book.effective_lr == (pytest.approx(2.7, rel=1e-12),)
-    assert row["ltv_book"] == 100 * ltv_accuracy(llama, book, unscaled)["accuracy"]
-    assert row["ltv_book_norm"] == pytest.approx(float(book.vectors.norm())) != row["ltv_norm"]
-    # an absolute profile recipe asked for again: the same vector
-    absolute = ltv_profile(unscaled, 3.0)
-    assert absolute is unscaled
-    two = middle_layer_results(llama, "antonym", absolute, book_recipe=absolute.recipe)
-    assert two["ltv"] == two["ltv_book"] == row["ltv_book"]
+    assert "ltv_book" not in row
+    assert row["icl_n"] == {"0": len(profile_splits("antonym", prof).test),
+                            "2": len(profile_splits("antonym", prof, icl=True).test)}
     layers = table_layers(llama, prof)
     for method in ("vanilla_tv", "vanilla_tv_difference", "function_vector"):
         curve = extracted_curve(llama, "antonym", prof, method, layers)
@@ -228,6 +204,7 @@ def test_summaries_equal_the_chapters_measurements(llama, cache):
     sweep = sweep_results(llama, "antonym", prof)
     assert sorted(sweep["ltv"]) == sweep_ltv_layers(llama, prof, "antonym") == [1, 2]
     assert sweep["ltv"][mid] == row["ltv"]
+    assert sorted(sweep_ltvs(llama, "antonym", prof)) == [1, 2]
     assert sorted(sweep["function_vector"]) == layers  # smoke: table layers 0, 1, 2 hold every LTV layer
 
     kh = key_head_results(llama, "antonym", prof)
@@ -320,3 +297,68 @@ def test_function_vector_write_follows_gemmas_attention_output_norm():
     assert r["norm_ratio"] == pytest.approx(1.0, rel=1e-4) and r["cos"] == pytest.approx(1.0, abs=1e-5)
     assert r["marginal_norm"] == pytest.approx(float(marginal.norm()), rel=1e-4)
     assert abs(r["marginal_norm"] / r["written_norm"] - 1) > 0.05  # the marginal effect is another vector
+
+
+def test_per_query_correctness_averages_to_the_chapters_accuracies(llama, cache):
+    prof = get_profile("smoke")
+    mid = llama.middle_layer
+    n = len(profile_splits("antonym", prof).test)
+    got = correct_at(llama, "antonym", prof, mid)
+    assert got["n"] == n
+    for method in ("zero-shot", "ltv", "vanilla_tv", "vanilla_tv_difference", "function_vector"):
+        assert len(got[method]) == n and all(isinstance(c, bool) for c in got[method]), method
+    row = middle_layer_results(llama, "antonym", prof)
+    # the same queries as the chapters' accuracies: the means are those numbers exactly
+    for method in ("ltv", "vanilla_tv", "vanilla_tv_difference", "function_vector"):
+        assert 100 * sum(got[method]) / n == pytest.approx(row[method], abs=1e-9), method
+    zero = extracted_curve(llama, "antonym", prof, "function_vector", table_layers(llama, prof))["zero_shot"]
+    assert sum(got["zero-shot"]) / n == pytest.approx(zero["accuracy"], abs=1e-9)
+    # another layer: that layer's LTV and extracted vectors
+    other = correct_at(llama, "antonym", prof, 2)
+    sweep = sweep_results(llama, "antonym", prof)
+    for method in ("ltv", "vanilla_tv", "function_vector"):
+        assert 100 * sum(other[method]) / n == pytest.approx(sweep[method][2], abs=1e-9), method
+    assert correct_at(llama, "antonym", prof, mid) == got  # cached
+
+
+def test_correct_at_reports_what_the_window_prevents(cache):
+    lm = windowed_gemma3(16)
+    got = correct_at(lm, "antonym", get_profile("smoke"), lm.middle_layer)
+    assert got["function_vector"] is None  # 4-shot extraction prompts are longer than the window
+    assert got["vanilla_tv"] is not None and len(got["ltv"]) == got["n"]
+
+
+def test_key_head_correctness_averages_to_the_ablation(llama, cache):
+    prof = get_profile("smoke")
+    kh = key_head_results(llama, "antonym", prof)
+    got = key_head_correct(llama, "antonym", prof)
+    n = got["n"]
+    assert n == len(profile_splits("antonym", prof).test) and got["n_key"] == kh["n_key"]
+    assert 100 * sum(got["ltv"]) / n == pytest.approx(kh["ltv"], abs=1e-9)
+    assert 100 * sum(got["key_zero"]) / n == pytest.approx(kh["key_zero"], abs=1e-9)
+    assert len(got["random_zero"]) == across_sizes(prof).n_random
+    mean_random = 100 * sum(sum(d) / n for d in got["random_zero"]) / len(got["random_zero"])
+    assert mean_random == pytest.approx(kh["random_zero"], abs=1e-9)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_attention_write_check_finds_the_heads_write_what_the_block_adds(family):
+    from ltvlib.sites import decoder_layers
+    from tests.models_fixtures import tiny_gemma3, tiny_llama
+
+    lm = tiny_gemma3() if family == "gemma3" else tiny_llama()  # fresh: the gains below must not leak
+    gen = torch.Generator().manual_seed(5)
+    for blk in decoder_layers(lm.model):
+        with torch.no_grad():
+            for name, module in blk.named_modules():
+                if name.endswith("layernorm"):
+                    module.weight.copy_(1 + 0.5 * torch.randn(module.weight.shape, generator=gen))
+    got = attention_write_check(lm, [0, 2], n=4)
+    assert sorted(got) == [0, 2]
+    for layer, r in got.items():
+        assert r["relative_error"] < 1e-4, (layer, r)
+        assert r["contribution_norm"] > 0
+        if family == "gemma3":  # the norm matters: the bare W_O terms are another size
+            assert abs(r["bare_ratio"] - 1) > 0.05, (layer, r)
+        else:
+            assert r["bare_ratio"] == pytest.approx(1.0, rel=1e-4)

@@ -5,8 +5,9 @@ temporary directory, so the test needs no model and works on a clean clone. Ever
 contents must load, show every figure its notebook holds (``<img>`` decoded: ``naturalWidth > 0``) and have
 no broken internal link (a missing file, or a ``#fragment`` that is no id on its page). At 1280 px, once
 MathJax (served from the site itself: no network) has typeset the page, no page may show raw math
-(``$...$``, ``\\(...\\)``), a stderr block, or content wider than the article column; the landing page shows
-one verdict badge per recorded claim. Each of these checks is a function of a page's state, applied to every
+(``$...$``, ``\\(...\\)``), a stderr block, content wider than the article column, or a figure without a caption
+(``figure > figcaption``) or drawn less than 600 px wide; the landing page shows one verdict badge per recorded
+claim. Each of these checks is a function of a page's state, applied to every
 page and, in ``test_checks_catch_*``, to a small synthetic book built to break it. A screenshot of every page
 goes to ``<html>/../screenshots/`` (a build artefact, never the repository).
 
@@ -210,6 +211,14 @@ Promise.race([typeset, new Promise(r => setTimeout(r, 20000))]).then(() => {
     wide: wide,
     scrolling: scrolling,
     badges: document.querySelectorAll('.ltv-badge').length,
+    // every image a notebook output or a figure shows: its caption (the enclosing figure's figcaption) and the
+    // width it is drawn at
+    figures: Array.from(article.querySelectorAll('.cell_output img, .output img, figure img')).map(img => {
+      const fig = img.closest('figure');
+      const cap = fig ? fig.querySelector('figcaption') : null;
+      return {src: (img.getAttribute('src') || '').slice(-60), width: Math.round(img.getBoundingClientRect().width),
+              caption: cap ? cap.textContent.trim().slice(0, 80) : ''};
+    }),
     height: document.documentElement.scrollHeight,
   });
 });
@@ -238,7 +247,23 @@ def badge_problems(doc: str, state: dict, expected: int) -> list[str]:
     return []
 
 
-PAGE_CHECKS = (raw_math_problems, stderr_problems, overflow_problems)
+MIN_FIGURE_WIDTH = 600  # px at a WIDTH-px window: a figure drawn smaller shrinks its fonts below legibility
+
+
+def figure_problems(doc: str, state: dict) -> list[str]:
+    """Every figure has a caption (``figure > figcaption``, from the cell's ``mystnb.figure`` metadata) and is
+    drawn at least :data:`MIN_FIGURE_WIDTH` px wide."""
+    out = []
+    for f in state["figures"]:
+        if not f["caption"]:
+            out.append(f"{doc}: a figure without a caption (figure > figcaption): ...{f['src']}")
+        if f["width"] < MIN_FIGURE_WIDTH:
+            out.append(f"{doc}: a figure drawn {f['width']} px wide (< {MIN_FIGURE_WIDTH} px at a {WIDTH} px "
+                       f"window): ...{f['src']}")
+    return out
+
+
+PAGE_CHECKS = (raw_math_problems, stderr_problems, overflow_problems, figure_problems)
 
 
 def layout_state(driver: object, path: Path, screenshot: Path | None = None) -> dict:
@@ -302,20 +327,55 @@ BROKEN_PAGES = {
 }
 
 
-def _stderr_notebook() -> str:
+def _notebook(title: str, cells: list) -> str:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [
-        nbformat.v4.new_markdown_cell("# Stderr"),
-        nbformat.v4.new_code_cell(
-            "import warnings; warnings.warn('careful')",
-            outputs=[nbformat.v4.new_output("stream", name="stderr", text="UserWarning: careful\n")],
-            execution_count=1,
-        ),
-    ]
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}"), *cells]
     return nbformat.writes(nb)
+
+
+def _stderr_notebook() -> str:
+    import nbformat
+
+    return _notebook("Stderr", [nbformat.v4.new_code_cell(
+        "import warnings; warnings.warn('careful')",
+        outputs=[nbformat.v4.new_output("stream", name="stderr", text="UserWarning: careful\n")],
+        execution_count=1,
+    )])
+
+
+def _png(width_in: float) -> str:
+    """A real matplotlib figure ``width_in`` inches wide at 100 dpi, as base64 PNG."""
+    import base64
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width_in, 3), dpi=100)
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("t")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _figure_notebook(title: str, *, caption: str | None, width_in: float = 8.0) -> str:
+    """A chapter-like page with one figure cell: with ``caption``, myst-nb figure metadata as the chapters carry
+    it (``mystnb.figure.caption`` and ``name``), without, a bare image output."""
+    import nbformat
+
+    meta = {"mystnb": {"figure": {"caption": caption, "name": f"fig-{title.lower()}"}}} if caption else {}
+    out = nbformat.v4.new_output("display_data", data={"image/png": _png(width_in), "text/plain": "<Figure>"})
+    return _notebook(title, [nbformat.v4.new_code_cell("plt.show()", outputs=[out], execution_count=1,
+                                                       metadata=meta)])
 
 
 @pytest.fixture(scope="module")
@@ -329,9 +389,17 @@ def broken_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (src / "intro.md").write_text("# Landing\n\nNo verdict table here.\n", encoding="utf-8")
     for name, text in BROKEN_PAGES.items():
         (src / name).write_text(text, encoding="utf-8")
-    (src / "stderr.ipynb").write_text(_stderr_notebook(), encoding="utf-8")
+    notebooks = {
+        "stderr.ipynb": _stderr_notebook(),
+        # a figure as the chapters draw it: captioned, 8 inches wide (breaks nothing)
+        "figure.ipynb": _figure_notebook("Figure", caption="What is plotted, n=200; bars: 95 % intervals."),
+        "nocaption.ipynb": _figure_notebook("Nocaption", caption=None),
+        "smallfig.ipynb": _figure_notebook("Smallfig", caption="A figure drawn too small.", width_in=4.0),
+    }
+    for name, text in notebooks.items():
+        (src / name).write_text(text, encoding="utf-8")
     toc = "format: jb-book\nroot: intro\nchapters:\n" + "".join(
-        f"  - file: {Path(n).stem}\n" for n in [*BROKEN_PAGES, "stderr.ipynb"]
+        f"  - file: {Path(n).stem}\n" for n in [*BROKEN_PAGES, *notebooks]
     )
     (src / "_toc.yml").write_text(toc, encoding="utf-8")
     # not strict: the pages are broken on purpose
@@ -350,6 +418,10 @@ def test_checks_pass_a_clean_page(broken_book: Path, driver: object) -> None:
     assert not any(v for k, v in found.items() if k != "badge_problems"), found
     # typeset math on a clean page is not raw math
     assert driver.execute_script("return document.querySelectorAll('mjx-container').length") > 0  # type: ignore[attr-defined]
+    # a captioned, 8-inch figure passes, and the check does see it
+    state = layout_state(driver, (broken_book / "figure.html").resolve())
+    assert len(state["figures"]) == 1 and state["figures"][0]["caption"], state["figures"]
+    assert not any(check("figure", state) for check in PAGE_CHECKS), {c.__name__: c("figure", state) for c in PAGE_CHECKS}
 
 
 @pytest.mark.parametrize(
@@ -359,6 +431,8 @@ def test_checks_pass_a_clean_page(broken_book: Path, driver: object) -> None:
         ("stderr", "stderr_problems"),
         ("wide", "overflow_problems"),
         ("intro", "badge_problems"),
+        ("nocaption", "figure_problems"),
+        ("smallfig", "figure_problems"),
     ],
 )
 def test_checks_catch_a_broken_page(broken_book: Path, driver: object, doc: str, check: str) -> None:

@@ -1,10 +1,16 @@
 """Book quality rules, checked on every chapter in the table of contents (no model, no browser needed).
 
-- every figure has a caption (the next cell, "**Figure N.M.** ...", N the chapter's number), a title and
-  labels on both axes;
+- every figure is drawn by one code cell whose myst-nb metadata gives its caption and name
+  (``mystnb.figure.caption``, ``mystnb.figure.name`` = ``chNN-...``), with a title and labels on both axes; no
+  old "**Figure N.M.**" caption cell remains;
+- every chapter's parameters cell has a ``recipe`` parameter, passed to ``get_profile``;
 - every chapter states the claim ("**The claim**"), the measurement (a "## What we measured" section) and
   the verdict (a "## Verdict..." section whose last code cell records the chapter's claims for the scorecard),
   and every piece of evidence a claim links to is a MyST target in that chapter;
+- every claim of ``results/claims/*.json`` has n, seeds, a 95 % interval, one of the five verdict levels and
+  the name of its rule; no LTV that did not train is shown as a number there, and every chapter that trains or
+  loads LTVs passes its ledger to ``record_claims``;
+- every executed chapter's interpretations (``ltvlib.scorecard.interpret`` markers) agree with its own claims;
 - the scorecard comes right after the overview and runs last;
 - the HTML build turns warnings into errors.
 """
@@ -45,26 +51,137 @@ def test_the_book_has_chapters() -> None:
     assert all(c.py.exists() for c in CHAPTERS), [c.name for c in CHAPTERS if not c.py.exists()]
 
 
+OLD_CAPTION = re.compile(r"^\s*\*\*Figure\s+\d+\.\d+\.?\*\*", re.MULTILINE)
+
+
+def figure_name_pattern(number: int) -> re.Pattern[str]:
+    """A figure's name in chapter ``number``: lower case, ``chNN-...`` (a MyST label, usable as evidence)."""
+    return re.compile(rf"^ch{number:02d}-[a-z0-9][a-z0-9_-]*$")
+
+
+def figure_options(cell: dict) -> dict:
+    """The myst-nb figure options of a cell (``metadata.mystnb.figure``), or {}."""
+    options = (cell.get("metadata", {}).get("mystnb") or {}).get("figure")
+    return options if isinstance(options, dict) else {}
+
+
+def figure_problems(cs: list[dict], number: int) -> list[str]:
+    """What breaks the figure convention (issue 18) in a chapter's cells: each code cell that draws a figure
+    carries myst-nb figure metadata with a non-empty caption and a name ``chNN-...`` in lower case, sets a title
+    and both axis labels; names are unique; no markdown cell is an old "**Figure N.M.** ..." caption."""
+    problems = []
+    names: list[str] = []
+    name_re = figure_name_pattern(number)
+    for i, cell in enumerate(cs):
+        if cell["cell_type"] == "markdown" and OLD_CAPTION.search(cell["source"]):
+            problems.append(f"cell {i}: an old '**Figure N.M.**' caption cell; put the caption into the figure "
+                            "cell's metadata (mystnb.figure.caption)")
+        if cell["cell_type"] != "code" or not FIGURE_CALL.search(cell["source"]):
+            continue
+        head = cell["source"].strip().splitlines()[0][:60] if cell["source"].strip() else ""
+        for what, pattern in (("x-axis label", XLABEL), ("y-axis label", YLABEL), ("title", TITLE)):
+            if not pattern.search(cell["source"]):
+                problems.append(f"cell {i} ({head!r}): no {what}")
+        options = figure_options(cell)
+        caption, name = options.get("caption"), options.get("name")
+        if not isinstance(caption, str) or not caption.strip():
+            problems.append(f"cell {i} ({head!r}): no caption in its metadata (mystnb.figure.caption)")
+        if not isinstance(name, str) or not name_re.match(name):
+            problems.append(f"cell {i} ({head!r}): figure name {name!r} is not 'ch{number:02d}-...' in lower case "
+                            "(mystnb.figure.name)")
+        else:
+            names.append(name)
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        problems.append(f"figure names used twice: {duplicates}")
+    return problems
+
+
+def figure_names(cs: list[dict]) -> set[str]:
+    return {str(figure_options(c).get("name")) for c in cs if c["cell_type"] == "code" and figure_options(c).get("name")}
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=IDS)
 def test_figures_have_captions_titles_and_axis_labels(chapter: book.Chapter) -> None:
-    cs = cells(chapter)
-    number = int(chapter.name[:2])
-    problems = []
-    n_figures = 0
-    for i, cell in enumerate(cs):
-        if cell.cell_type != "code" or not FIGURE_CALL.search(cell.source):
-            continue
-        n_figures += 1
-        head = cell.source.strip().splitlines()[0][:60]
-        for what, pattern in (("x-axis label", XLABEL), ("y-axis label", YLABEL), ("title", TITLE)):
-            if not pattern.search(cell.source):
-                problems.append(f"cell {i} ({head!r}): no {what}")
-        nxt = cs[i + 1] if i + 1 < len(cs) else None
-        if nxt is None or nxt.cell_type != "markdown" or not re.match(rf"\*\*Figure {number}\.\d+\.\*\*", nxt.source):
-            problems.append(f"cell {i} ({head!r}): the next cell is not a caption '**Figure {number}.N.** ...'")
+    problems = figure_problems(cells(chapter), int(chapter.name[:2]))
     assert not problems, "\n".join(problems)
-    captions = [c.source for c in cs if c.cell_type == "markdown" and c.source.startswith("**Figure")]
-    assert len(captions) == n_figures, f"{len(captions)} captions for {n_figures} figures"
+
+
+def _synthetic_cells(*, caption: str | None = "Accuracy by layer (n=200; bars: 95 % intervals).",
+                     name: str | None = "ch07-fig-layers", old_caption: bool = False, labels: bool = True) -> list:
+    import nbformat
+
+    meta = {}
+    if caption is not None or name is not None:
+        figure = {k: v for k, v in (("caption", caption), ("name", name)) if v is not None}
+        meta = {"mystnb": {"figure": figure}}
+    src = "fig, ax = plt.subplots(figsize=(7, 3))\nax.plot([0, 1], [2, 3])\nax.set_title('t')\n"
+    if labels:
+        src += "ax.set_xlabel('layer')\nax.set_ylabel('accuracy (%)')\n"
+    cs = [nbformat.v4.new_markdown_cell("# Chapter"), nbformat.v4.new_code_cell(src + "plt.show()", metadata=meta)]
+    if old_caption:
+        cs.append(nbformat.v4.new_markdown_cell("**Figure 7.1.** Accuracy by layer."))
+    return cs
+
+
+def test_figure_check_passes_a_good_figure_and_catches_each_break() -> None:
+    assert figure_problems(_synthetic_cells(), 7) == []
+    # the same cells read back through jupytext's py:percent header, as chapters are read
+    text = jupytext.writes(jupytext.reads(json.dumps({"cells": _synthetic_cells(), "metadata": {}, "nbformat": 4,
+                                                      "nbformat_minor": 5}), fmt="ipynb"), fmt="py:percent")
+    assert 'mystnb={"figure"' in text
+    assert figure_problems(jupytext.reads(text, fmt="py:percent").cells, 7) == []
+    missing = figure_problems(_synthetic_cells(caption=None), 7)
+    assert len(missing) == 1 and "no caption" in missing[0], missing
+    assert "no caption" in figure_problems(_synthetic_cells(caption="  "), 7)[0]
+    assert "figure name" in figure_problems(_synthetic_cells(name="Ch07-Fig"), 7)[0]
+    assert "figure name" in figure_problems(_synthetic_cells(name="ch01-fig-layers"), 7)[0]  # another chapter's
+    assert "figure name" in figure_problems(_synthetic_cells(name=None), 7)[0]
+    assert any("old '**Figure N.M.**'" in p for p in figure_problems(_synthetic_cells(old_caption=True), 7))
+    unlabelled = figure_problems(_synthetic_cells(labels=False), 7)
+    assert sorted(p.split(": no ")[-1] for p in unlabelled) == ["x-axis label", "y-axis label"]
+    twice = _synthetic_cells() + _synthetic_cells()[1:]
+    assert figure_problems(twice, 7) == ["figure names used twice: ['ch07-fig-layers']"]
+
+
+# ------------------------------------------------------------------------------------------- the recipe parameter
+
+RECIPE_PARAM = re.compile(r"^recipe\s*=\s*(None|\"fast\"|\"paper\"|'fast'|'paper')\s*(#.*)?$", re.MULTILINE)
+RECIPE_PASSED = re.compile(r"get_profile\(\s*profile\s*,\s*recipe\s*=\s*recipe\s*\)")
+
+
+def recipe_problems(cs: list[dict]) -> list[str]:
+    """The parameters cell defines ``recipe`` (None, "fast" or "paper") and the chapter passes it to
+    ``get_profile(profile, recipe=recipe)``."""
+    params = [c for c in cs if c["cell_type"] == "code" and "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(params) != 1:
+        return [f"{len(params)} cells tagged 'parameters', expected one"]
+    problems = []
+    if not RECIPE_PARAM.search(params[0]["source"]):
+        problems.append('the parameters cell has no `recipe = None` (or "fast" / "paper") parameter')
+    code = "\n".join(c["source"] for c in cs if c["cell_type"] == "code")
+    if not RECIPE_PASSED.search(code):
+        problems.append("the chapter does not call get_profile(profile, recipe=recipe)")
+    return problems
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=IDS)
+def test_parameters_cell_has_a_recipe_parameter(chapter: book.Chapter) -> None:
+    problems = recipe_problems(cells(chapter))
+    assert not problems, "\n".join(problems)
+
+
+def test_recipe_check_catches_a_chapter_without_the_parameter() -> None:
+    import nbformat
+
+    def chapter(params: str, body: str) -> list:
+        return [nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}), nbformat.v4.new_code_cell(body)]
+
+    good = chapter('profile = "cpu"\nrecipe = None  # None: the profile\'s', "prof = get_profile(profile, recipe=recipe)")
+    assert recipe_problems(good) == []
+    assert len(recipe_problems(chapter('profile = "cpu"', "prof = get_profile(profile, recipe=recipe)"))) == 1
+    assert len(recipe_problems(chapter('recipe = None', "prof = get_profile(profile)"))) == 1
+    assert len(recipe_problems(chapter('recipe = "slow"', "prof = get_profile(profile)"))) == 2
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=IDS)
@@ -94,11 +211,11 @@ def test_chapter_states_claim_measurement_and_verdict(chapter: book.Chapter) -> 
     assert re.search(rf"record_claims\(\s*\"{chapter.name}\"", last_code), (
         f"the last code cell must record the chapter's claims: record_claims(\"{chapter.name}\", [...])"
     )
-    targets = set(TARGET.findall(markdown))
+    targets = set(TARGET.findall(markdown)) | figure_names(cs)
     evidence = EVIDENCE.findall("\n".join(c.source for c in cs if c.cell_type == "code"))
     assert evidence, "each Claim names its evidence as a literal: evidence=\"chNN-...\""
     missing = sorted(set(evidence) - targets)
-    assert not missing, f"evidence labels with no (label)= target in the chapter: {missing}"
+    assert not missing, f"evidence labels with no (label)= target or figure name in the chapter: {missing}"
     assert all(t.startswith(f"ch{chapter.name[:2]}-") for t in targets), f"prefix targets with ch{chapter.name[:2]}-"
 
 
@@ -216,3 +333,244 @@ def test_landing_page_verdict_table_has_one_badge_and_link_per_claim() -> None:
     for c in claims:
         assert f"<{c.evidence}>`" in table, f"no link to {c.evidence}"
     assert book.verdict_slug("not reproduced") == "not-reproduced"
+
+
+# ------------------------------------------------------------------------ what the committed claims must record
+
+CLAIMS_FILES = sorted((ROOT / book.CLAIMS_DIR).glob("*.json"))
+LEVELS = ("reproduced", "partly", "not reproduced", "inconclusive", "not testable at this scale")
+
+
+def claim_record_problems(sheet: dict, source: str = "sheet") -> list[str]:
+    """What a claims sheet (``results/claims/<chapter>.json``, as JSON) lacks of issue 16's record: for every claim
+    n and seeds (positive integers), a 95 % interval (``low <= value <= high``), a verdict among the five levels
+    and the name of its rule (not the old checks), the rule giving that verdict when re-applied. A claim not
+    testable at this scale measured nothing: it needs its rule's reason, not an interval. A sheet from before
+    intervals (schema 1) fails: the lead re-executes every chapter before merging."""
+    from ltvlib.scorecard import RULES, RuleResult
+
+    problems = []
+    if sheet.get("schema") != 2:
+        problems.append(f"{source}: schema {sheet.get('schema')!r}, expected 2 (claims with rules and intervals)")
+    claims = sheet.get("claims") or []
+    if not claims:
+        problems.append(f"{source}: no claims")
+    for c in claims:
+        where = f"{source}: claim {c.get('key')!r}"
+        verdict, rule = c.get("verdict"), c.get("rule") or {}
+        if verdict not in LEVELS:
+            problems.append(f"{where}: verdict {verdict!r} is not one of the five levels")
+        name = rule.get("rule")
+        if name not in RULES or name == "checks":
+            problems.append(f"{where}: rule {name!r} is not one of the verdict rules (direction, threshold, combined, "
+                            "not testable)")
+        else:
+            try:
+                if RuleResult.from_dict(rule).verdict.value != verdict:
+                    problems.append(f"{where}: its rule gives another verdict than the saved {verdict!r}")
+            except (ValueError, TypeError, KeyError) as exc:
+                problems.append(f"{where}: its rule does not re-apply ({exc})")
+        if verdict == "not testable at this scale":
+            if not str(rule.get("reason", "")).strip():
+                problems.append(f"{where}: not testable without a reason")
+            continue
+        for field in ("n", "seeds"):
+            value = c.get(field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                problems.append(f"{where}: {field} is {value!r}, expected a positive integer")
+        good = [i for i in c.get("intervals") or []
+                if abs(float(i.get("confidence", 0)) - 0.95) < 1e-9
+                and float(i["low"]) - 1e-9 <= float(i["value"]) <= float(i["high"]) + 1e-9]
+        if not good:
+            problems.append(f"{where}: no 95 % interval")
+    return problems
+
+
+def _claim(**kw: object) -> dict:
+    from ltvlib.scorecard import Claim, direction_rule, not_testable
+    from ltvlib.stats import proportion_estimate
+
+    est = proportion_estimate(120, 200)
+    rule = not_testable("the model is too small") if kw.pop("untestable", False) else direction_rule(
+        est.value - 0.5, (est.low - 0.5, est.high - 0.5))
+    intervals = {} if rule.verdict.value == "not testable at this scale" else {"LTV": est}
+    return Claim(paper_claim=1, key=str(kw.pop("key", "middle")), statement="s.", paper="p", ours="o",
+                 evidence="ch01-fig-a", evidence_title="Figure 1.1", rule=rule, intervals=intervals).to_dict() | kw
+
+
+def _sheet(*claims: dict, ltvs: list | None = None, schema: int = 2) -> dict:
+    return {"schema": schema, "chapter": "01_x", "model": "m", "profile": "cpu", "seed": 0, "claims": list(claims),
+            "ltvs": ltvs or []}
+
+
+def test_claim_record_check_on_synthetic_sheets() -> None:
+    assert claim_record_problems(_sheet(_claim(), _claim(key="nt", untestable=True))) == []
+    old = _claim(rule={"rule": "checks", "verdict": "reproduced", "inputs": {"checks": [["a", True]]}, "reason": ""},
+                 verdict="reproduced", n=None, seeds=None, intervals=[])
+    found = claim_record_problems(_sheet(old, schema=1))
+    assert any("schema 1" in p for p in found) and any("rule 'checks'" in p for p in found)
+    assert any("n is None" in p for p in found) and any("no 95 % interval" in p for p in found)
+    assert any("not one of the five levels" in p for p in claim_record_problems(_sheet(_claim(verdict="not measured"))))
+    ninety = _claim()
+    ninety["intervals"] = [dict(i, confidence=0.9) for i in ninety["intervals"]]
+    assert claim_record_problems(_sheet(ninety)) == ["sheet: claim 'middle': no 95 % interval"]
+    assert any("another verdict" in p for p in claim_record_problems(_sheet(_claim(verdict="inconclusive"))))
+    assert any("seeds is 0" in p for p in claim_record_problems(_sheet(_claim(seeds=0))))
+    assert claim_record_problems(_sheet()) == ["sheet: no claims"]
+
+
+@pytest.mark.parametrize("path", CLAIMS_FILES, ids=[p.stem for p in CLAIMS_FILES])
+def test_committed_claims_have_n_seeds_interval_level_and_rule(path: Path) -> None:
+    problems = claim_record_problems(json.loads(path.read_text(encoding="utf-8")), path.name)
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------------ no untrained LTV shown as a number
+
+LTV_CALL = re.compile(r"\b(profile_ltv|train_ltv|cached_ltv)\(")
+
+
+def untrained_shown_problems(sheet: dict, source: str = "sheet") -> list[str]:
+    """LTVs of a claims sheet's ``ltvs`` list (``ltvlib.ltv_report.LTVLedger``) shown as a number although their
+    record does not say they trained (``trained`` false or unknown)."""
+    return [f"{source}: the LTV of {v.get('task')} at layers {v.get('layers')} (seed {v.get('seed')}) is shown as a "
+            f"number in {v.get('where') or 'an unnamed place'} but trained={v.get('trained')!r}"
+            for v in sheet.get("ltvs") or [] if v.get("trained") is not True and v.get("shown") == "number"]
+
+
+def _record_claims_call(code: str) -> str | None:
+    """The text of the first ``record_claims(...)`` call in ``code`` (balanced parentheses), or None."""
+    start = code.find("record_claims(")
+    if start < 0:
+        return None
+    depth = 0
+    for i in range(start + len("record_claims"), len(code)):
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        if depth == 0:
+            return code[start : i + 1]
+    return code[start:]
+
+
+def ledger_problems(code: str) -> list[str]:
+    """A chapter that trains or loads LTVs must pass its ledger: ``record_claims(..., ltvs=ledger)``."""
+    if not LTV_CALL.search(code):
+        return []
+    call = _record_claims_call(code)
+    if call is None:
+        return ["the chapter trains or loads LTVs but never calls record_claims"]
+    if not re.search(r"\bltvs\s*=", call):
+        return ["the chapter trains or loads LTVs but its record_claims(...) call passes no ltvs= (its LTVLedger)"]
+    return []
+
+
+def test_untrained_and_ledger_checks_on_synthetic_input() -> None:
+    row = {"task": "trec", "layers": [29], "positions": [-1], "seed": 0, "recipe": "fast", "trained": True,
+           "start_val_score": 0.2, "best_val_score": 0.5, "steps_to_best": 32, "shown": "number", "where": "Table 1"}
+    assert untrained_shown_problems(_sheet(_claim(), ltvs=[row])) == []
+    assert untrained_shown_problems(_sheet(_claim(), ltvs=[row | {"trained": False, "shown": "did not train"}])) == []
+    for trained in (False, None):
+        found = untrained_shown_problems(_sheet(_claim(), ltvs=[row | {"trained": trained}]))
+        assert len(found) == 1 and "trec at layers [29]" in found[0] and "Table 1" in found[0], found
+    good = "ltv = profile_ltv(lm, t, prof)\nrecord_claims(\n  \"01_x\", [c], model=model,\n  ltvs=ledger)\n"
+    assert ledger_problems(good) == []
+    assert ledger_problems("x = 1\nrecord_claims('01_x', [c], model=model)") == []  # no LTV: nothing to pass
+    assert "passes no ltvs=" in ledger_problems("v = cached_ltv(lm)\nrecord_claims('01_x', [f(ltvs)], seed=0)\n")[0]
+    assert "never calls record_claims" in ledger_problems("v = train_ltv(lm, task)\n")[0]
+
+
+@pytest.mark.parametrize("path", CLAIMS_FILES, ids=[p.stem for p in CLAIMS_FILES])
+def test_no_untrained_ltv_is_shown_as_a_number(path: Path) -> None:
+    """Issue 13's acceptance: every LTV an executed chapter reports carries whether it trained; none that did not
+    is shown as an LTV number. A chapter whose source uses LTVs must have reported some."""
+    sheet = json.loads(path.read_text(encoding="utf-8"))
+    problems = untrained_shown_problems(sheet, path.name)
+    chapter = ROOT / book.CHAPTER_DIR / f"{path.stem}.py"
+    if chapter.exists() and LTV_CALL.search(chapter.read_text(encoding="utf-8")) and not sheet.get("ltvs"):
+        problems.append(f"{path.name}: the chapter trains or loads LTVs, but its sheet lists none (pass ltvs=ledger "
+                        "and route every LTV number through the ledger)")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=IDS)
+def test_chapters_using_ltvs_pass_their_ledger_to_record_claims(chapter: book.Chapter) -> None:
+    code = "\n".join(c["source"] for c in cells(chapter) if c["cell_type"] == "code")
+    problems = ledger_problems(code)
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------ interpretations agree with the claims
+
+def output_text(nb: dict) -> str:
+    """Every text output of an executed notebook (streams and text mime types), joined."""
+    parts = []
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            if "text" in out:
+                parts.append("".join(out["text"]) if isinstance(out["text"], list) else str(out["text"]))
+            for mime, value in (out.get("data") or {}).items():
+                if mime.startswith("text/"):
+                    parts.append("".join(value) if isinstance(value, list) else str(value))
+    return "\n".join(parts)
+
+
+def interpretation_problems(nb: dict, sheet: dict, source: str = "chapter") -> list[str]:
+    """Issue 16, point 3: each interpretation an executed chapter shows (``interpret(...)``'s hidden marker)
+    names a claim of the chapter's own sheet and that claim's verdict; every claim has at least one."""
+    from ltvlib.book import verdict_slug
+    from ltvlib.scorecard import interpretation_markers
+
+    verdicts = {c["key"]: verdict_slug(c["verdict"]) for c in sheet.get("claims") or []}
+    markers = interpretation_markers(output_text(nb))
+    problems = []
+    for key, slug in markers:
+        if key not in verdicts:
+            problems.append(f"{source}: an interpretation of claim {key!r}, which the chapter does not record")
+        elif slug != verdicts[key]:
+            problems.append(f"{source}: the interpretation of {key!r} is the one for {slug!r}, but the recorded "
+                            f"verdict is {verdicts[key]!r}")
+    seen = {k for k, _ in markers}
+    problems += [f"{source}: claim {k!r} has no interpretation chosen by its verdict (interpret(claim, texts))"
+                 for k in verdicts if k not in seen]
+    return problems
+
+
+def _interpreted_notebook(*interpretations: object) -> dict:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("interpret(claim, texts)", outputs=[nbformat.v4.new_output(
+        "execute_result", data={"text/markdown": i.markdown(), "text/plain": "<Interpretation>"}, execution_count=1)])
+        for i in interpretations]
+    return json.loads(nbformat.writes(nb))
+
+
+def test_interpretation_check_on_a_synthetic_chapter() -> None:
+    from ltvlib.scorecard import Claim, interpret
+
+    sheet = _sheet(_claim(key="middle"), _claim(key="nt", untestable=True))
+    texts = {v: f"text for {v}" for v in LEVELS}
+    claims = [Claim.from_dict(c) for c in sheet["claims"]]
+    assert claims[0].verdict.value == "reproduced"
+    good = _interpreted_notebook(*(interpret(c, texts) for c in claims))
+    assert interpretation_problems(good, sheet) == []
+    # the chapter's text was chosen for another verdict than the one recorded (e.g. outputs from an older run)
+    stale = json.loads(json.dumps(good).replace("verdict=reproduced", "verdict=not-reproduced"))
+    assert interpretation_problems(stale, sheet) == [
+        ("chapter: the interpretation of 'middle' is the one for 'not-reproduced', but the recorded verdict is "
+        "'reproduced'")]
+    only_one = _interpreted_notebook(interpret(claims[0], texts))
+    assert interpretation_problems(only_one, sheet) == [
+        "chapter: claim 'nt' has no interpretation chosen by its verdict (interpret(claim, texts))"]
+    other = _sheet(_claim(key="middle"))
+    assert "does not record" in interpretation_problems(good, other)[0]
+
+
+EXECUTED = [c for c in CHAPTERS if c.ipynb.exists() and (ROOT / book.CLAIMS_DIR / f"{c.name}.json").exists()]
+
+
+@pytest.mark.parametrize("chapter", EXECUTED, ids=[c.name for c in EXECUTED])
+def test_interpretations_agree_with_the_recorded_verdicts(chapter: book.Chapter) -> None:
+    nb = json.loads(chapter.ipynb.read_text(encoding="utf-8"))
+    sheet = json.loads((ROOT / book.CLAIMS_DIR / f"{chapter.name}.json").read_text(encoding="utf-8"))
+    problems = interpretation_problems(nb, sheet, chapter.name)
+    assert not problems, "\n".join(problems)

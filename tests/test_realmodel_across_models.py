@@ -5,14 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltvlib.across_models import (
-    REFERENCE_STREAM_RMS,
-    SCALE_TOLERANCE,
-    architecture_row,
-    check_code_paths,
-    recipe_scale,
-    stream_rms,
-)
+from ltvlib.across_models import architecture_row, attention_write_check, check_code_paths, stream_rms
 from ltvlib.models import load_model
 
 pytestmark = pytest.mark.realmodel
@@ -39,11 +32,17 @@ def test_gemma3_architecture_row(real_gemma):
     assert row["norm gain"] == "1 + weight" and row["embedding scale"] == "sqrt(d) = 25.3"
 
 
-def test_reference_stream_rms_is_smollm2s_and_gemma_gets_a_larger_step(real_gemma):
-    # REFERENCE_STREAM_RMS is a measurement of the default model: it must still be one, so that the default
-    # model's LTVs in chapter 08 are the other chapters' (scale exactly 1)
+def test_gemma3_heads_write_what_its_attention_blocks_add(real_gemma):
+    # issue 13: what the heads write goes through Gemma's attention-output norm; without it (the bare W_O terms)
+    # a head's write is another size altogether
+    got = attention_write_check(real_gemma, [0, 9, 17], n=4)
+    for layer, r in got.items():
+        assert r["relative_error"] < 1e-4, (layer, r)
+        assert not 0.5 < r["bare_ratio"] < 2, (layer, r)
+
+
+def test_gemma3_stream_is_far_larger_than_smollm2s(real_gemma):
+    # why one absolute step size could not serve both models (chapter 08's figure of the stream's size)
     smol = load_model("smollm2-135m", device="cpu")
-    rms = stream_rms(smol, [smol.middle_layer])[smol.middle_layer]
-    assert rms == pytest.approx(REFERENCE_STREAM_RMS, rel=0.01)
-    assert recipe_scale(smol) == 1.0
-    assert recipe_scale(real_gemma) > SCALE_TOLERANCE
+    s, g = stream_rms(smol, [smol.middle_layer]), stream_rms(real_gemma, [real_gemma.middle_layer])
+    assert g[real_gemma.middle_layer] > 5 * s[smol.middle_layer]
