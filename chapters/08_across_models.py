@@ -108,7 +108,7 @@ display(Markdown(
     f"linear reconstruction on {', '.join(plan['linearity'])} at the layers nearest "
     f"{', '.join(f'{f:g}L' for f in sizes.linearity_fractions)}. "
     f"Test queries per task: up to {prof.n_test or 'all'}; one LTV training seed ({seed}); LTV recipe "
-    f"`{prof.recipe.recipe}` (learning rate {prof.recipe.lr:g} and initial range {prof.recipe.init_range:g}"
+    f"`{prof.recipe.recipe}` (learning rate {prof.recipe.lr:.3g} and initial range {prof.recipe.init_range:.3g}"
     + (" times the residual stream's RMS at each vector's site" if prof.recipe.relative_to_stream else
        ", absolute") + f") with {prof.n_train}/{prof.n_val} train/validation queries."
 ))
@@ -193,8 +193,8 @@ display(Markdown(
 # by the RMS per coordinate of the stream at each vector's own site, measured on training prompts
 # (`TrainConfig.relative_to_stream`). Adam moves each coordinate by about the learning rate per step whatever
 # the gradient's size, so an absolute learning rate would take steps of very different relative size on the
-# two models (Figure 8.1 shows how different their streams are). The released recipe (`recipe="paper"`) keeps
-# its absolute numbers, as released.
+# two models ({numref}`ch08-fig-stream` shows how different their streams are). The released recipe
+# (`recipe="paper"`) keeps its absolute numbers, as released.
 
 # %%
 results = {}
@@ -213,7 +213,8 @@ for name in model_list:
     fvs = {t: profile_function_vector(lm, t, prof, seed=seed) for t in plan["table"]
            if r["table"][t]["function_vector"] is not None}
     r["fv_write"] = {t: function_vector_write(lm, fv) for t, fv in fvs.items()}
-    r["attention_write"] = attention_write_check(lm, sorted({l for fv in fvs.values() for l, _ in fv.heads}))
+    fv_layers = sorted({l for fv in fvs.values() for l, _ in fv.heads})
+    r["attention_write"] = attention_write_check(lm, fv_layers) if fv_layers else {}
     timings[name]["middle-layer table"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     r["sweep"] = {t: sweep_results(lm, t, prof, seed=seed) for t in plan["sweep"]}
@@ -391,14 +392,15 @@ for i, m in enumerate(model_list):
     ax.bar(x + (i - (len(model_list) - 1) / 2) * width, vals, width, yerr=err, capsize=3, label=m)
 for k, v in PAPER.items():
     j = bars.index(METHODS[k])
-    ax.hlines(v, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2)
+    ax.hlines(v, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2,
+              label="paper (Llama-3.1-8B, seven-task average)" if k == "ltv" else None)
     ax.annotate(f"paper: {v:.1f} %", (j, v), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
 ax.set_xticks(x, bars, fontsize=10)
 ax.set_xlabel("method (vectors at the middle layer, last position)")
 ax.set_ylabel("accuracy (%), tasks pooled")
 ax.set_ylim(0, 100)
 ax.set_title(f"Middle-layer accuracy by model ({', '.join(plan['table'])})", fontsize=11)
-ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(model_list))
+ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(model_list) + 1)
 fig.tight_layout()
 plt.show()
 
@@ -551,7 +553,7 @@ interpret(claim_sweep, {
     "reproduced": "At every swept layer of every model the LTV is above the strongest extracted vector, each "
                   "interval above zero ({counts}).",
     "partly": "The LTV is clearly above the strongest extracted vector at some of the swept (model, layer) points "
-              "but not at all of them ({counts}); Figure 8.3 shows where.",
+              "but not at all of them ({counts}); {{numref}}`ch08-fig-sweep` shows where.",
     "not reproduced": "Where the comparison is decided, the extracted vectors are above the LTV ({counts}).",
     "inconclusive": "At the swept points the differences' intervals admit both signs ({counts}): these test "
                     "queries do not decide the ordering across depth.",
@@ -605,13 +607,14 @@ for i, m in enumerate(model_list):
         vals.append(100 * e.value), lo.append(100 * (e.value - e.low)), hi.append(100 * (e.high - e.value))
     ax.bar(x + (i - (len(model_list) - 1) / 2) * width, vals, width, yerr=[lo, hi], capsize=3, label=m)
 for j, (_, _, p) in enumerate(groups):
-    ax.hlines(p, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2)
+    ax.hlines(p, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2,
+              label="paper (Llama-3.1-8B)" if j == 0 else None)
     ax.annotate(f"paper: {p:.0f} %", (j, p), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
 ax.set_xticks(x, [g for g, _, _ in groups])
 ax.set_xlabel("heads zeroed at the last position")
 ax.set_ylabel("accuracy (%), tasks pooled")
 ax.set_ylim(0, 100)
-ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=len(model_list))
+ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=len(model_list) + 1)
 ax.set_title(f"Ablating key heads against random heads ({', '.join(plan['key_heads'])})", fontsize=11)
 fig.tight_layout()
 plt.show()
@@ -778,7 +781,7 @@ interpret(claim_linear, {
 #
 # - **Absolute levels are the models', not the method's.** Both models are 30 to 60 times smaller than
 #   Llama-3.1-8B, and SmolLM2-135M is the instruction-tuned variant; zero-shot and ICL accuracy, and with them
-#   the ceiling of the extracted vectors, differ between them for reasons unrelated to task vectors. Compare
+#   the ceiling of the extracted vectors, can differ between them for reasons unrelated to task vectors. Compare
 #   methods within a model, and the *ordering* of methods across models.
 # - **Key heads on a model with few heads.** Gemma-3-270M's 72 heads make 10 % a set of 7 heads, each 256
 #   dimensions wide, more than a third of its residual stream (SmolLM2: 64 of 576). Removing a few wide heads is
