@@ -38,7 +38,10 @@ def test_gemma3_heads_write_what_its_attention_blocks_add(real_gemma):
     got = attention_write_check(real_gemma, [0, 9, 17], n=4)
     for layer, r in got.items():
         assert r["relative_error"] < 1e-4, (layer, r)
-        assert not 0.5 < r["bare_ratio"] < 2, (layer, r)
+    # at the middle and last layers (where function vectors' heads sit) the bare terms are a few percent of the
+    # write or less (measured: 0.03 and 0.008; at layer 0 the norm's gain happens to keep the size, 1.2)
+    for layer in (9, 17):
+        assert got[layer]["bare_ratio"] < 0.1, (layer, got[layer])
 
 
 def test_gemma3_stream_is_far_larger_than_smollm2s(real_gemma):
