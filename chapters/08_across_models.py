@@ -426,6 +426,12 @@ def ltv_trained(r, t, layer):
     return r["ltv"][t, layer].trained is True
 
 
+def untestable_note(parts):
+    """A sentence naming the models a per-model rule found not testable, and why (empty when none)."""
+    out = [f"`{m}` ({p.reason})" for m, p in parts.items() if p.verdict.value == "not testable at this scale"]
+    return (" Not testable on " + "; ".join(out) + ", which this verdict leaves aside.") if out else ""
+
+
 middle_parts, middle_gaps = {}, {}
 for m, r in results.items():
     tasks = [t for t in plan["table"] if ltv_trained(r, t, r["mid"])]
@@ -450,18 +456,18 @@ claim_middle = Claim(
 )
 gap_text = "; ".join(f"`{m}` {format_estimate(g)}" for m, g in middle_gaps.items()) or "none measured"
 interpret(claim_middle, {
-    "reproduced": "On every model of this run the LTV's accuracy is above the strongest extracted vector's, with "
-                  "the whole interval above zero ({gaps}): the paper's ordering at the middle layer carries over "
-                  "to the second architecture.",
+    "reproduced": "On every testable model of this run the LTV's accuracy is above the strongest extracted "
+                  "vector's, with the whole interval above zero ({gaps}): the paper's ordering at the middle layer "
+                  "carries over to the architectures tested.{note}",
     "partly": "The LTV is clearly above the strongest extracted vector on some models but not on all ({gaps}): "
-              "the ordering at the middle layer does not carry over to every architecture here.",
+              "the ordering at the middle layer does not carry over to every architecture here.{note}",
     "not reproduced": "On every testable model the strongest extracted vector is above the LTV, the interval "
-                      "excluding the paper's direction ({gaps}).",
+                      "excluding the paper's direction ({gaps}).{note}",
     "inconclusive": "The differences between the LTV and the strongest extracted vector ({gaps}) have intervals "
-                    "that admit both signs: with these test queries the ordering cannot be decided.",
+                    "that admit both signs: with these test queries the ordering cannot be decided.{note}",
     "not testable at this scale": "No middle-layer LTV trained on the models of this run, so there is nothing to "
-                                  "compare the extracted vectors with.",
-}, gaps=gap_text)
+                                  "compare the extracted vectors with.{note}",
+}, gaps=gap_text, note=untestable_note(middle_parts))
 
 # %% [markdown]
 # ## A short layer sweep
@@ -649,16 +655,17 @@ claim_key = Claim(
     evidence_title="Figure 8.4",
 )
 interpret(claim_key, {
-    "reproduced": "On every model zeroing the key heads costs the LTV more than zeroing as many random heads, the "
-                  "interval of the difference above zero ({gaps}).",
-    "partly": "The key heads matter more than random heads on some models but not clearly on all ({gaps}).",
+    "reproduced": "On every testable model zeroing the key heads costs the LTV more than zeroing as many random "
+                  "heads, the interval of the difference above zero ({gaps}).{note}",
+    "partly": "The key heads matter more than random heads on some models but not clearly on all ({gaps}).{note}",
     "not reproduced": "Zeroing random heads hurts at least as much as zeroing the key heads, the interval "
-                      "excluding the paper's direction ({gaps}).",
+                      "excluding the paper's direction ({gaps}).{note}",
     "inconclusive": "The difference between random and key-head ablation ({gaps}) has an interval that admits "
-                    "both signs: these test queries cannot tell the two ablations apart.",
+                    "both signs: these test queries cannot tell the two ablations apart.{note}",
     "not testable at this scale": "No middle-layer LTV of the key-head tasks trained, so there is no vector "
-                                  "whose heads could be ablated.",
-}, gaps="; ".join(f"`{m}` {format_estimate(g)}" for m, g in key_gaps.items()) or "none measured")
+                                  "whose heads could be ablated.{note}",
+}, gaps="; ".join(f"`{m}` {format_estimate(g)}" for m, g in key_gaps.items()) or "none measured",
+   note=untestable_note(key_parts))
 
 # %% [markdown]
 # ## Linear reconstruction at three layers
