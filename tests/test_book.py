@@ -283,3 +283,36 @@ def test_a_smoke_execution_records_its_claims_in_the_staging_dir(tmp_path: Path)
     assert committed.read_text() == "committed cpu verdicts"
     staged = json.loads((book.staging_dir(root, p) / book.CLAIMS_DIR / "00_claims.json").read_text())
     assert staged["profile"] == "smoke"
+
+
+def test_build_reuses_current_outputs_renders_and_prints_what_the_readme_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bash scripts/book.sh`` with current committed outputs (the README's "Set up and build"): every chapter
+    is reused ("up to date, skipped"), nothing executes, the HTML is still rendered; ``--force`` re-executes."""
+    root = write_book(tmp_path, {"format": "jb-book", "root": "intro", "chapters": [{"file": "chapters/00_dummy"}]})
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text(DUMMY)
+    rendered: list[Path] = []
+    monkeypatch.setattr(book, "build_html", lambda r, strict=True, output_dir=None: rendered.append(r))
+    book.build(root, params())
+    first = capsys.readouterr().out
+    assert "[ltv-book] 00_dummy: executing" in first and rendered == [root]
+    executed = ch.ipynb.read_bytes()
+
+    book.build(root, params())
+    again = capsys.readouterr().out
+    assert "[ltv-book] 00_dummy: up to date, skipped" in again
+    assert "[ltv-book] executed in 0.0 s total" in again and "executing" not in again
+    assert ch.ipynb.read_bytes() == executed, "a current notebook is reused as it is"
+    assert rendered == [root, root], "the HTML is rendered even when nothing executed"
+
+    book.build(root, params(), force=True)
+    assert "[ltv-book] 00_dummy: executing" in capsys.readouterr().out
+
+    # the README shows these lines for the real book
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for line in ("[ltv-book] 00_overview: up to date, skipped", "[ltv-book] executed in 0.0 s total",
+                 "[ltv-book] HTML: <repo>/_build/html/index.html", "--force"):
+        assert line in readme, line
