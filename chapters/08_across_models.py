@@ -383,7 +383,7 @@ for i, m in enumerate(model_list):
         k = keys[b]
         rows = [r["correct"][t, r["mid"]][k] for t in plan["table"]
                 if r["correct"][t, r["mid"]][k] is not None
-                and (k != "ltv" or np.isfinite(acc[m, t, "ltv"]))]
+                and (k != "ltv" or ledger.keep([r["ltv"][t, r["mid"]]], where="Figure 8.2"))]
         flat = [c for row in rows for c in row]
         pooled[m, b] = proportion_estimate(int(sum(flat)), len(flat)) if flat else None
     vals = [100 * pooled[m, b].value if pooled[m, b] else np.nan for b in bars]
@@ -603,7 +603,7 @@ x = np.arange(len(groups))
 width = 0.8 / len(model_list)
 for i, m in enumerate(model_list):
     r = results[m]
-    tasks = [t for t in plan["key_heads"] if ltv_trained(r, t, r["mid"])]
+    tasks = [t for t in plan["key_heads"] if ledger.keep([r["ltv"][t, r["mid"]]], where="Figure 8.4")]
     if not tasks:
         continue
     vals, lo, hi = [], [], []
@@ -710,7 +710,7 @@ for ax, m in zip(axes[:, 0], model_list):
     r = results[m]
     for i, t in enumerate(plan["linearity"]):
         n = len(profile_splits(t, prof).test)
-        layers = [l for l in sorted(r["linearity"][t]) if ltv_trained(r, t, l)]
+        layers = [l for l in sorted(r["linearity"][t]) if ledger.keep([r["ltv"][t, l]], where="Figure 8.5")]
         if not layers:
             continue
         d = np.array(layers) / r["L"]
