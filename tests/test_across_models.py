@@ -1,6 +1,8 @@
 """Chapter 08's glue (ltvlib.across_models) on tiny random models: the plan per profile, the layer choices that
-make the default model's numbers chapter 01/05 cache hits, the code-path checks (which must catch a wrong site
-table), the ICL fallback beyond a sliding window, and summaries equal to the earlier chapters' measurements."""
+make the default model's numbers chapter 01/05 cache hits, one stream-relative recipe (no per-model scaling
+left here), the code-path checks (which must catch a wrong site table), the ICL fallback beyond a sliding
+window, summaries equal to the earlier chapters' measurements, per-query correctness whose means are those
+measurements (for paired intervals), and the check that the heads write what the attention block adds."""
 
 from __future__ import annotations
 
