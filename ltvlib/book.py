@@ -267,6 +267,18 @@ def up_to_date(notebook: Path, stamp: dict[str, Any]) -> bool:
     return read_stamp(notebook) == json.loads(json.dumps(stamp, default=str))
 
 
+def outputs_current(root: Path, chapter: Chapter) -> bool:
+    """Whether ``chapter``'s committed notebook was executed in the default setting from its current source and
+    the current code of the library modules it imports (what :func:`build` would skip). Checks of what the
+    executed outputs contain apply only to such notebooks: a stale one is re-executed by the next build."""
+    notebook = root / f"{chapter.docname}.ipynb"
+    stamp = read_stamp(notebook)
+    if stamp is None or not is_default(stamp.get("params", {})):
+        return False
+    want = make_stamp(chapter, stamp["params"], inputs=claims_digest(root) if runs_last(chapter) else None)
+    return up_to_date(notebook, want)
+
+
 # ------------------------------------------------------------------------ kernel
 
 

@@ -316,3 +316,20 @@ def test_build_reuses_current_outputs_renders_and_prints_what_the_readme_says(
     for line in ("[ltv-book] 00_overview: up to date, skipped", "[ltv-book] executed in 0.0 s total",
                  "[ltv-book] HTML: <repo>/_build/html/index.html", "--force"):
         assert line in readme, line
+
+
+def test_outputs_current_follows_the_default_stamp(tmp_path: Path) -> None:
+    root = write_book(tmp_path)
+    ch = book.read_chapters(root)[0]
+    ch.py.parent.mkdir(parents=True)
+    ch.py.write_text(DUMMY)
+    assert not book.outputs_current(root, ch)  # no notebook
+    stamp = book.make_stamp(ch, params())
+    ch.ipynb.write_text(json.dumps({"cells": [], "metadata": {"ltvbook": stamp}, "nbformat": 4, "nbformat_minor": 5}))
+    assert book.outputs_current(root, ch)
+    smoke = book.make_stamp(ch, params(profile="smoke"))
+    ch.ipynb.write_text(json.dumps({"cells": [], "metadata": {"ltvbook": smoke}, "nbformat": 4, "nbformat_minor": 5}))
+    assert not book.outputs_current(root, ch)  # executed, but not in the committed setting
+    ch.ipynb.write_text(json.dumps({"cells": [], "metadata": {"ltvbook": stamp}, "nbformat": 4, "nbformat_minor": 5}))
+    ch.py.write_text(DUMMY + "\n# edited\n")
+    assert not book.outputs_current(root, ch)  # the source changed since
