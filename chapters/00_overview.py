@@ -350,8 +350,8 @@ interpret(claim, {
     Verdict.REPRODUCED: (
         "The LTV reaches ICL level on this model: the interval of LTV − {best} ({gap}) lies above −5 points. A single "
         "vector of $d$ numbers, added to prompts that hold no demonstration, does what {best} prompts do. The "
-        "absolute numbers sit far below the paper's 83.49 % because a 135M-parameter model knows much less than "
-        "an 8B one (its ICL is weak too), so the book compares methods on one model, not numbers across models."),
+        "absolute numbers are not comparable with the paper's 83.49 %: a 135M-parameter model knows much less "
+        "than an 8B one, so the book compares methods on one model, not numbers across models."),
     Verdict.PARTLY: (
         "Part of the comparison with {best} holds and part does not (LTV − {best}: {gap}); the table shows on which "
         "tasks the LTV is behind."),

@@ -481,8 +481,8 @@ interpret(claim_mid, {
         "At the middle layer the LTV is above both extracted vectors on this model, by more than the noise of "
         "{k} tasks' test queries and its seeds: LTV − FV {fv}, LTV − Vanilla TV {vtv}. This is the paper's "
         "ordering. An LTV is optimised for exactly the metric scored here, on this model, at this layer; the "
-        "extracted vectors are estimates of what ICL writes into the stream, and they can be no better than the "
-        "model's weak ICL."),
+        "extracted vectors are estimates of what ICL writes into the stream, and they carry no more of the task "
+        "than the model's own ICL state does."),
     Verdict.PARTLY: (
         "At the middle layer the LTV is clearly above one extracted vector but not the other (LTV − FV {fv}, "
         "LTV − Vanilla TV {vtv}): the paper's ordering holds only in part on this model."),
@@ -548,8 +548,8 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 # - **Model and tasks.** The paper's numbers are on Llama-3.1-8B and average its seven tasks; ours are on a
 #   135M-parameter model. The middle-layer comparison covers the same seven tasks; the LTV layer sweep, and so
 #   the per-layer and late-layer claims, covers the four short-prompt tasks (Capital, Capitalize, Antonym,
-#   TREC) in `cpu`. A small model does these tasks far worse than Llama-3.1-8B with ICL, so the book compares
-#   methods on one model rather than numbers across models.
+#   TREC) in `cpu`. A 135M-parameter model is expected to do these tasks far worse than Llama-3.1-8B, so the
+#   book compares methods on one model rather than numbers across models.
 # - **One Vanilla TV per task.** Hendel et al. recompute the vector for every test query from its own
 #   demonstrations; like the LTV paper, we average several demonstration sets into one vector per task.
 # - **Vanilla TV template in the curves.** The curves use the task's `Q:/A:` template so that all methods
