@@ -45,11 +45,15 @@ recipe = None  # None: the profile's recipe; "fast" or "paper"
 # %%
 import math
 import time
+import warnings
 
+# Progress bars are noise in a rendered page: tqdm's notebook bar (needs ipywidgets) and the loading bar.
+warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
+from transformers.utils import logging as hf_logging
 
 from ltvlib.experiments import (
     correct_matrix,
@@ -83,6 +87,7 @@ from ltvlib.scorecard import (
 )
 from ltvlib.stats import format_estimate, proportion_estimate, seed_interval
 
+hf_logging.disable_progress_bar()
 prof = get_profile(profile, recipe=recipe)
 sizes = extracted_sizes(prof)
 seeds = headline_seeds(prof, seed)
