@@ -388,8 +388,8 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 #   all of them in `paper`), and ICL uses 8 fixed demonstration blocks; see the profile line at the top.
 # - **Cost.** From a cold cache on two CPU cores this chapter spends most of its time on the ICL references
 #   (200 five- and ten-shot prompts per task) and on the three long-prompt tasks' LTVs. The second and third
-#   seed of a task reuse the first one's prompt caches: on a shared two-core machine a second SST-2 seed took
-#   a fifth of the first one's time, a second or third seed of the short-prompt tasks a third to one times it.
+#   seed of a task reuse the first one's prompt caches: on a shared two-core machine the second and third SST-2
+#   seeds took a fifth and a third of the first one's time, those of the short-prompt tasks a quarter to 1.4 times.
 #   Nothing else was cut for the seeds: the ICL references and the test sizes are shared with later chapters.
 
 # %% [markdown]
