@@ -389,7 +389,7 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 # - **Cost.** From a cold cache on two CPU cores this chapter spends most of its time on the ICL references
 #   (200 five- and ten-shot prompts per task) and on the three long-prompt tasks' LTVs. The second and third
 #   seed of a task reuse the first one's prompt caches: on a shared two-core machine the second and third SST-2
-#   seeds took a fifth and a third of the first one's time, those of the short-prompt tasks a quarter to 1.4 times.
+#   seeds took a fifth and a third of the first one's time, those of the short-prompt tasks a fifth to 1.4 times.
 #   Nothing else was cut for the seeds: the ICL references and the test sizes are shared with later chapters.
 
 # %% [markdown]
