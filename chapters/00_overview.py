@@ -34,46 +34,74 @@
 # 6. LTVs of one task cluster, transfer where label spaces overlap, and compose.
 #
 # This chapter introduces the setting and measures the references everything else is compared with:
-# zero-shot and ICL accuracy on the paper's seven tasks, and a first LTV at the middle layer.
+# zero-shot and ICL accuracy on the paper's seven tasks, and a first LTV at the middle layer, trained with
+# several seeds.
 #
 # **The claim** tested here (part of the first): a single LTV at the middle layer, added to a *zero-shot*
 # prompt, reaches the accuracy of in-context learning. The paper reports an LTV average of **83.49 %** over
-# the seven tasks on Llama-3.1-8B; its ICL numbers for that setting are not in the sources available to us.
-# The {doc}`scorecard <scorecard>` collects every chapter's verdicts.
+# its seven tasks (Capital, Capitalize, Antonym, SST-2, TREC, SNLI, RTE) on **Llama-3.1-8B**; its ICL numbers
+# for that setting are not in the sources available to us. This chapter covers the same seven tasks on a much
+# smaller model. The {doc}`scorecard <scorecard>` collects every chapter's verdicts.
+#
+# **Uncertainty.** Every accuracy below carries its number of test queries $n$ and a 95 % interval. Zero-shot
+# and ICL prompts are deterministic (one fixed set of demonstrations): their interval is the Wilson interval
+# of one proportion. Each LTV is trained with several seeds, and its interval is a two-level bootstrap over
+# seeds and test queries (`ltvlib.stats.seed_interval`). Averages over tasks are unweighted, like the
+# paper's; their intervals resample each task's queries (and seeds) within that task (a stratified bootstrap,
+# `ltvlib.experiments.task_contrast`).
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
 profile = "cpu"
 seed = 0
 device = "auto"
+recipe = None  # None: the profile's recipe; "fast" or "paper"
 
 # %%
+import math
 import time
 import warnings
 
 # Progress bars are noise in a rendered page: tqdm's notebook bar (needs ipywidgets) and the loading bar.
 warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
+from ltvlib.experiments import (
+    correct_matrix,
+    estimate_cell,
+    headline_seeds,
+    icl_accuracy,
+    ltv_accuracy,
+    profile_ltvs,
+    profile_splits,
+    task_mean,
+    task_mean_difference,
+)
+from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
 from ltvlib.models import MODEL_REGISTRY, load_model
 from ltvlib.profiles import get_profile
 from ltvlib.prompts import encode_prompts
-from ltvlib.scorecard import Claim, record_claims
+from ltvlib.scorecard import Claim, Verdict, interpret, record_claims, threshold_rule
+from ltvlib.stats import Proportion, format_estimate, proportion_estimate, seed_interval
 
 hf_logging.disable_progress_bar()
-prof = get_profile(profile)
+prof = get_profile(profile, recipe=recipe)
+seeds = headline_seeds(prof, seed)
+ledger = LTVLedger()  # every LTV number this chapter shows goes through it
 started = time.perf_counter()
 lm = load_model(model, device=device)
+mid = lm.middle_layer
 g = lm.geometry
 display(Markdown(
     f"**Model** `{lm.name}`: {g.n_layers} layers, $d$ = {g.d_model}, {g.n_heads} query heads and "
     f"{g.n_kv_heads} KV heads of size {g.head_dim}; dtype {lm.dtype}, device {lm.device}. "
     f"**Profile** `{prof.name}`: {prof.n_train}/{prof.n_val} train/validation queries per task, "
-    f"{prof.n_test or 'all'} test queries, LTV recipe `{prof.recipe.recipe}`."
+    f"{prof.n_test or 'all'} test queries, LTV recipe `{prof.recipe.recipe}`, "
+    f"{len(seeds)} training seeds per LTV ({', '.join(map(str, seeds))})."
 ))
 
 # %% [markdown]
@@ -98,7 +126,8 @@ display(pd.DataFrame(
 # line. Classification labels are verbalised as words that are single tokens for the model: NLI labels
 # become *True / False / Neither*. The metric is the paper's: the top-1 next token over the **whole
 # vocabulary** must equal the first token of the gold answer; for classification tasks we also report the
-# accuracy restricted to the label words. Splits are seeded (seed 0) and never move with the run's seed.
+# accuracy restricted to the label words. Splits are seeded (seed 0) and never move with the run's seed;
+# classification tasks train and validate on label-balanced pools.
 
 # %%
 rows = []
@@ -121,97 +150,223 @@ display(pd.DataFrame(rows).set_index("task"))
 # own.
 
 # %%
+t0 = time.perf_counter()
 shots_list = [0, *prof.icl_shots]
-records = []
-for name in prof.tasks:
-    for k in shots_list:
-        r = icl_accuracy(lm, name, k, prof, seed=seed)
-        records.append({"task": name, "method": "zero-shot" if k == 0 else f"{k}-shot ICL",
-                        "accuracy": 100 * r["accuracy"],
-                        "label accuracy": None if r["label_accuracy"] is None else 100 * r["label_accuracy"]})
+ref_cols = {k: "zero-shot" if k == 0 else f"{k}-shot ICL" for k in shots_list}
+icl = {(t, k): icl_accuracy(lm, t, k, prof, seed=seed) for t in prof.tasks for k in shots_list}
+print(f"zero-shot and ICL references: {time.perf_counter() - t0:.0f} s")
 
 # %% [markdown]
 # ## A first learned task vector
 #
-# One LTV per task, injected (added) at the block input of the middle layer $L/2$ at the last prompt
+# One LTV per task and seed, injected (added) at the block input of the middle layer $L/2$ at the last prompt
 # position: the paper's baseline setting ($P=\{-1\}$, $L=\{16\}$ of 32 on Llama-3.1-8B). It is trained on
-# zero-shot prompts with the book's `fast` recipe (batched, cached prompt prefixes; the paper's own recipe
-# is compared with it in `bench/RESULTS.md`) and evaluated on zero-shot test prompts.
+# zero-shot prompts with the profile's recipe (the book's `fast` recipe in `cpu`: batched, cached prompt
+# prefixes, steps relative to the residual stream's scale at the injection site; the paper's own recipe is
+# compared with it in `bench/RESULTS.md`) and evaluated on zero-shot test prompts. The seeds change the
+# random starting vector and the order of the training queries, never the data split.
 #
-# Every task gets one. The long-prompt tasks (SST-2, SNLI and RTE prompts are 28-82 tokens, Antonym's 6)
-# cost more, almost all of it in the single pass that caches each prompt's prefix the first time it is
-# used; after that a step runs only the last token, from the injection layer on. The `cpu` profile
-# validates on 200 queries instead of the paper's 400 to keep that pass short.
+# The long-prompt tasks (SST-2, SNLI and RTE prompts are 28-82 tokens, Antonym's 6) cost more, mostly in the
+# pass that caches each prompt's prefix the first time it is used; the seeds of one task are trained one
+# after the other so that the second and third reuse those caches. A vector whose validation score never rose
+# above its random start "did not train": it is shown as such and left out of every mean and verdict.
 
 # %%
-ltv_rows = []
+t0 = time.perf_counter()
+ltvs, ltv_records = {}, {}
 for name in prof.ltv_tasks:
-    ltv = profile_ltv(lm, name, prof, layers=[lm.middle_layer], seed=seed)
-    r = ltv_accuracy(lm, ltv, prof, seed=seed)
-    records.append({"task": name, "method": f"LTV (layer {lm.middle_layer})", "accuracy": 100 * r["accuracy"],
-                    "label accuracy": None if r["label_accuracy"] is None else 100 * r["label_accuracy"]})
-    ltv_rows.append({"task": name, "steps": r["steps"], "train seconds": r["train_seconds"],
-                     "best validation accuracy": 100 * r["val_accuracy"]})
-results = pd.DataFrame(records)
-table = results.pivot(index="task", columns="method", values="accuracy").loc[list(prof.tasks)]
-table = table[["zero-shot", *[f"{k}-shot ICL" for k in prof.icl_shots], f"LTV (layer {lm.middle_layer})"]]
-table.loc["average"] = table.mean()  # the LTV column averages the tasks that have an LTV
-display(table.round(1))
-
-# %%
-display(pd.DataFrame(ltv_rows).set_index("task").round(1))
-label_table = results.pivot(index="task", columns="method", values="label accuracy").loc[list(prof.tasks)]
-display(Markdown("Label-restricted accuracy (classification tasks only):"))
-display(label_table.dropna(how="all")[table.columns].round(1))
+    ltvs[name] = profile_ltvs(lm, name, prof, seeds, layers=[mid])
+    ltv_records[name] = [ltv_accuracy(lm, v, prof, seed=seed) for v in ltvs[name]]
+print(f"learned task vectors: {time.perf_counter() - t0:.0f} s")
+training = pd.DataFrame([
+    {"task": t, "seed": v.seed, "trained": "yes" if v.trained else DID_NOT_TRAIN, "steps": v.steps,
+     "steps to best": v.steps_to_best, "train seconds": round(v.seconds, 1),
+     "validation score": v.val_metric.replace("_", " "),
+     "start → best (%)": f"{100 * v.start_val_score:.1f} → {100 * v.best_val_score:.1f}"}
+    for t in prof.ltv_tasks for v in ltvs[t]
+]).set_index(["task", "seed"])
+display(training)
 
 # %% [markdown]
-# (ch00-fig-accuracy)=
+# (ch00-table-accuracy)=
+#
+# ## Accuracy on the test queries
+#
+# Each cell is the accuracy in percent ± the half-width of its 95 % interval (the larger side where the
+# interval is not symmetric). Zero-shot and ICL: Wilson interval on $n$ test queries. LTV: mean over the
+# seeds that trained, two-level (seed and query) bootstrap. Averages: unweighted over tasks, stratified
+# bootstrap.
 
 # %%
-fig, ax = plt.subplots(figsize=(9, 3.8))
-table.plot.bar(ax=ax, width=0.8)
+ltv_col = f"LTV (layer {mid})"
+where = "ch00-table-accuracy"
+
+
+def trained_matrix(task):
+    """Per-query correctness (seeds that trained x test queries) of the task's middle-layer LTVs, or None."""
+    recs = [r for v, r in zip(ltvs[task], ltv_records[task])
+            if not math.isnan(ledger.value(v, r["accuracy"], where=where))]
+    return correct_matrix(recs) if recs else None
+
+
+correct = {col: {} for col in [*ref_cols.values(), ltv_col]}  # column -> task -> (seeds, queries)
+for t in prof.tasks:
+    for k, col in ref_cols.items():
+        correct[col][t] = correct_matrix([icl[t, k]])
+    m = trained_matrix(t) if t in ltvs else None
+    if m is not None:
+        correct[ltv_col][t] = m
+with_ltv = [t for t in prof.tasks if t in correct[ltv_col]]  # tasks with at least one trained LTV
+est = {}  # (column, task or "average") -> Estimate
+rows = {}
+for t in prof.tasks:
+    row = {"n": icl[t, 0]["n"], "n (ICL)": icl[t, shots_list[-1]]["n"]}
+    for k, col in ref_cols.items():
+        est[col, t] = proportion_estimate(int(correct[col][t].sum()), correct[col][t].shape[1])
+        row[col] = estimate_cell(est[col, t])
+    if t in correct[ltv_col]:
+        m = correct[ltv_col][t]
+        est[ltv_col, t] = seed_interval(m)
+        row[ltv_col] = estimate_cell(est[ltv_col, t]) + ("" if m.shape[0] == len(seeds) else
+                                                         f" ({m.shape[0]} of {len(seeds)} seeds)")
+    else:
+        row[ltv_col] = DID_NOT_TRAIN if t in ltvs else "not trained in this profile"
+    rows[t] = row
+for col in correct:
+    est[col, "average"] = task_mean({t: correct[col][t] for t in with_ltv})
+rows[f"average ({len(with_ltv)} tasks)"] = {n: sum(rows[t][n] for t in with_ltv) for n in ("n", "n (ICL)")} | {
+    col: estimate_cell(est[col, "average"]) for col in correct}
+table = pd.DataFrame(rows).T[["n", "n (ICL)", *ref_cols.values(), ltv_col]]
+if (table["n"] == table["n (ICL)"]).all():
+    table = table.drop(columns="n (ICL)")  # zero-shot, ICL and LTV on the same test queries
+display(table)
+display(Markdown(f"LTV column: {len(seeds)} seeds per task (seeds {', '.join(map(str, seeds))}); the average row "
+                 f"covers the tasks with a trained LTV ({', '.join(with_ltv)})."))
+
+# %% [markdown]
+# Label-restricted accuracy (classification tasks only: the prediction is the most likely of the label words).
+# Intervals: Wilson on the proportion pooled over the seeds that trained ($n$ × seeds predictions).
+
+# %%
+label_rows = {}
+for t in prof.tasks:
+    if icl[t, 0]["label_accuracy"] is None:
+        continue
+    n = icl[t, 0]["n"]
+    row = {"n": n}
+    for k, col in ref_cols.items():
+        row[col] = str(Proportion(round(icl[t, k]["label_accuracy"] * n), n)).split(" (")[0]
+    if t in ltvs:
+        kept = [r for v, r in zip(ltvs[t], ltv_records[t])
+                if not math.isnan(ledger.value(v, r["label_accuracy"], where="ch00-table-labels"))]
+        row[ltv_col] = (str(Proportion(sum(round(r["label_accuracy"] * n) for r in kept), n * len(kept))).split(" (")[0]
+                        + f" ({len(kept)} seeds)") if kept else DID_NOT_TRAIN
+    label_rows[t] = row
+if label_rows:
+    display(pd.DataFrame(label_rows).T)
+
+# %% mystnb={"figure": {"caption": "First-token accuracy over the full vocabulary on each task's test queries (n per task in the table above): zero-shot and $k$-shot ICL prompts of the plain model, and zero-shot prompts with a learned task vector added at the middle layer (mean over its training seeds). Error bars: 95 % intervals (Wilson for zero-shot and ICL, seed-and-query bootstrap for the LTV, stratified bootstrap for the average over tasks). The dashed marker is the paper's seven-task LTV average on Llama-3.1-8B.", "name": "ch00-fig-accuracy"}}
+groups = [*prof.tasks, "average"]
+cols = [*ref_cols.values(), ltv_col]
+fig, ax = plt.subplots(figsize=(8, 4.6))
+width = 0.8 / len(cols)
+x = np.arange(len(groups))
+for i, col in enumerate(cols):
+    vals, lo, hi = [], [], []
+    for grp in groups:
+        e = est.get((col, grp))
+        vals.append(np.nan if e is None else 100 * e.value)
+        lo.append(0 if e is None else 100 * (e.value - e.low))
+        hi.append(0 if e is None else 100 * (e.high - e.value))
+    ax.bar(x + (i - (len(cols) - 1) / 2) * width, vals, width, yerr=[lo, hi], capsize=2, label=col,
+           color="C3" if col == ltv_col else f"C{i}", error_kw={"lw": 0.8})
+ltv_x = x[-1] + (len(cols) - 1) / 2 * width
+ax.plot([ltv_x - 0.6 * width, ltv_x + 0.6 * width], [83.49, 83.49], color="black", ls="--", lw=1.5,
+        label="paper LTV average (Llama-3.1-8B, 7 tasks): 83.5 %")
+ax.set_xticks(x, groups, fontsize=9)
 ax.set_xlabel("task")
 ax.set_ylabel("first-token accuracy (%)")
 ax.set_ylim(0, 100)
-ax.set_title(f"Zero-shot, ICL and a middle-layer LTV on {lm.name} ({prof.name} profile)")
-ax.legend(loc="upper left", fontsize=8, ncols=2)
-ax.tick_params(axis="x", rotation=0)
+ax.set_title(f"Zero-shot, ICL and a middle-layer LTV on {lm.name} ({prof.name} profile)", fontsize=10)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=3, fontsize=9, frameon=False)
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# **Figure 0.1.** First-token accuracy over the full vocabulary on each task's test queries: zero-shot and
-# $k$-shot ICL prompts of the plain model, and zero-shot prompts with a learned task vector added at the
-# middle layer. The last group is the average over tasks.
-
-# %% [markdown]
 # ## What we measured, and how it compares
 #
-# The paper reports, for Llama-3.1-8B at the middle layer, an LTV average of **83.49 %** over these seven
-# tasks; per-task ICL numbers for this setting are not given in the sources available to us. The cell
-# below states our numbers; it is computed from the table above, not typed.
+# The paper reports, for Llama-3.1-8B at the middle layer, an LTV average of **83.49 %** over its seven
+# tasks; per-task ICL numbers for this setting are not given in the sources available to us, so the
+# comparison with ICL is made on our model: the middle-layer LTV against the ICL setting with the higher
+# task-average accuracy, on the same test queries, with a paired (stratified) bootstrap interval of the
+# difference. "ICL-level" is read as "at most 5 points below the best ICL average, or above it".
+#
+# (ch00-ltv-vs-icl)=
 
 # %%
-avg = table.loc["average"]
-ltv_col = f"LTV (layer {lm.middle_layer})"
-best_icl = max(prof.icl_shots, key=lambda k: avg[f"{k}-shot ICL"])
-trained = list(prof.ltv_tasks)
-ltv_avg = table.loc[trained, ltv_col].mean()
-zs_avg = table.loc[trained, "zero-shot"].mean()
-icl_avg = table.loc[trained, f"{best_icl}-shot ICL"].mean()
-beats = [t for t in trained if table.loc[t, ltv_col] > table.loc[t, f"{best_icl}-shot ICL"]]
+best_k = max(prof.icl_shots, key=lambda k: est[ref_cols[k], "average"].value)
+best_col = ref_cols[best_k]
+
+
+def paired(col_a, col_b):
+    """col_a − col_b averaged over the tasks with an LTV, paired on the test queries both were evaluated on (k-shot
+    prompts may use fewer test queries than zero-shot ones: the first of the same split)."""
+    a, b = {}, {}
+    for t in with_ltv:
+        q = min(correct[col_a][t].shape[1], correct[col_b][t].shape[1])
+        a[t], b[t] = correct[col_a][t][:, :q], correct[col_b][t][:, :q]
+    return task_mean_difference(a, b)
+
+
+gap = paired(ltv_col, best_col)
+lift = paired(ltv_col, "zero-shot")
+beats = [t for t in with_ltv if est[ltv_col, t].value > est[best_col, t].value]
+claim = Claim(
+    paper_claim=1,
+    key="ltv-vs-icl",
+    statement="A learned task vector at the middle layer, on zero-shot prompts, reaches ICL-level accuracy.",
+    paper="LTV 83.49 % average over seven tasks (Llama-3.1-8B, middle layer); ICL for that setting not in our sources",
+    ours=f"LTV {format_estimate(est[ltv_col, 'average'])}, {best_col} {format_estimate(est[best_col, 'average'])}, "
+         f"LTV − {best_col} {format_estimate(gap)} ({len(with_ltv)} tasks)",
+    rule=threshold_rule(gap.value, gap.interval, -0.05, at_least=True),
+    intervals={"LTV": est[ltv_col, "average"], best_col: est[best_col, "average"], f"LTV − {best_col}": gap},
+    seeds=est[ltv_col, "average"].seeds,  # the fewest seeds that trained on any task
+    evidence="ch00-table-accuracy",
+    evidence_title="the accuracy table",
+)
+values = dict(ltv=format_estimate(est[ltv_col, "average"]), icl=format_estimate(est[best_col, "average"]),
+              best=best_col, gap=format_estimate(gap, bounds=True), lift=format_estimate(lift), k=len(with_ltv),
+              beats=len(beats), beats_names=", ".join(beats) or "none")
 display(Markdown(
-    f"On `{lm.name}`, over all {len(prof.tasks)} tasks, the zero-shot average is **{avg['zero-shot']:.1f} %** "
-    f"and the best ICL average ({best_icl}-shot) **{avg[f'{best_icl}-shot ICL']:.1f} %**. On the "
-    f"{len(trained)} tasks with an LTV ({', '.join(trained)}), a single middle-layer LTV averages "
-    f"**{ltv_avg:.1f} %** against {zs_avg:.1f} % zero-shot and {icl_avg:.1f} % {best_icl}-shot ICL "
-    f"(paper, Llama-3.1-8B, seven tasks: 83.49 %). The LTV beats {best_icl}-shot ICL on "
-    f"{len(beats)} of {len(trained)} of them ({', '.join(beats) or 'none'}). "
-    f"Verdict: {'the LTV clearly lifts zero-shot accuracy' if ltv_avg > zs_avg + 20 else 'the LTV gains little over zero-shot here'}"
-    f"; absolute numbers are far below the paper's because a 135M-parameter model knows much less than an "
-    f"8B one (its ICL is weak too), so the book compares methods on the same model rather than numbers "
-    f"across models."
+    f"On `{lm.name}`, averaged over the {len(with_ltv)} tasks with a trained LTV, the middle-layer LTV reaches "
+    f"**{values['ltv']}**, zero-shot prompts {format_estimate(est['zero-shot', 'average'])} and the best ICL "
+    f"setting ({best_col}) **{values['icl']}**. The LTV's lift over zero-shot is {values['lift']}; it is above "
+    f"{best_col} on {len(beats)} of {len(with_ltv)} tasks ({values['beats_names']}). Paper (Llama-3.1-8B, seven "
+    "tasks): LTV 83.49 %."
 ))
+
+# %%
+interpret(claim, {
+    Verdict.REPRODUCED: (
+        "The LTV reaches ICL level on this model: the interval of LTV − {best} ({gap}) lies above −5 points. A single "
+        "vector of $d$ numbers, added to prompts that hold no demonstration, does what {best} prompts do. The "
+        "absolute numbers are not comparable with the paper's 83.49 %: a 135M-parameter model knows much less "
+        "than an 8B one, so the book compares methods on one model, not numbers across models."),
+    Verdict.PARTLY: (
+        "Part of the comparison with {best} holds and part does not (LTV − {best}: {gap}); the table shows on which "
+        "tasks the LTV is behind."),
+    Verdict.NOT_REPRODUCED: (
+        "The LTV stays below ICL level on this model: the whole interval of LTV − {best} ({gap}) lies more than 5 "
+        "points below. It is above {best} on {beats} of {k} tasks ({beats_names}); the task rows show where the "
+        "shortfall comes from, and the training table whether those vectors stopped early."),
+    Verdict.INCONCLUSIVE: (
+        "These test queries cannot tell whether the LTV reaches ICL level: the interval of LTV − {best} ({gap}) "
+        "straddles −5 points. More test queries or seeds (the `paper` profile) would narrow it."),
+    Verdict.NOT_TESTABLE: (
+        "This run cannot compare the LTV with ICL (no LTV trained, or no ICL setting in this profile)."),
+}, **values)
+
+# %%
 print(f"chapter time: {time.perf_counter() - started:.0f} s")
 
 # %% [markdown]
@@ -219,33 +374,31 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 #
 # - **Model size.** The default model has 135M parameters (30 layers, $d=576$) against the paper's 8B; the
 #   chapters use it so that the book builds on a CPU. Every chapter takes `model=` to run the paper's model.
-# - **Training recipe.** The book's `fast` recipe trains with batches of 16 at a higher learning rate (0.1
-#   instead of 5e-3), at most 8 epochs of 64 queries (the paper: 10 of 100, batch 1), and cached prompt
-#   prefixes; `bench/RESULTS.md` measures it against the released recipe side by side.
-# - **Test sizes.** The `cpu` profile evaluates on the first 200 test queries of each task (all of them in
-#   `paper`), and ICL uses 8 fixed demonstration blocks; see the profile line at the top.
+# - **Tasks.** The same seven tasks as the paper (Capital, Capitalize, Antonym, SST-2, TREC, SNLI, RTE); the
+#   paper's headline numbers are averages over them on Llama-3.1-8B.
+# - **Training recipe.** The book's `fast` recipe trains with batches of 16, at most 8 epochs of 128 queries
+#   (the paper: batch 1, 10 epochs of 100), cached prompt prefixes, early stopping on the first 200 validation
+#   queries, and a learning rate and initial range relative to the residual stream's scale at the injection
+#   site (0.44 times its RMS: 2.7 at SmolLM2's middle layer), chosen on validation data across layers
+#   (`bench/RESULTS.md`, "choosing the relative learning rate"). `recipe="paper"` trains with the released
+#   recipe instead.
+# - **Seeds.** The paper reports one number per setting; the book trains each middle-layer LTV with three
+#   seeds in `cpu` (the later chapters reuse these vectors from the cache) and reports the spread.
+# - **Test sizes.** The `cpu` profile evaluates on the first 200 test queries of each task (Capital has 50;
+#   all of them in `paper`), and ICL uses 8 fixed demonstration blocks; see the profile line at the top.
+# - **Cost.** From a cold cache on two CPU cores this chapter spends most of its time on the ICL references
+#   (200 five- and ten-shot prompts per task) and on the three long-prompt tasks' LTVs. The second and third
+#   seed of a task reuse the first one's prompt caches: on a shared two-core machine the second and third SST-2
+#   seeds took a fifth and a third of the first one's time, those of the short-prompt tasks a fifth to 1.4 times.
+#   Nothing else was cut for the seeds: the ICL references and the test sizes are shared with later chapters.
 
 # %% [markdown]
 # ## Verdict for the scorecard
 #
-# The rule (the same in every chapter): every check below passes → reproduced, some → partly, none → not
-# reproduced. Here: is the middle-layer LTV's average within 5 points of the best ICL average or above it,
-# and does it beat that ICL setting on at least half of the tasks?
+# The rule: the difference LTV − best ICL average (paired, stratified bootstrap over the test queries and the
+# LTV's seeds) is compared with −5 points (`threshold_rule`): its whole interval at or above → reproduced,
+# entirely below → not reproduced, straddling → inconclusive.
 
 # %%
-record_claims("00_overview", [
-    Claim(
-        paper_claim=1,
-        key="ltv-vs-icl",
-        statement="A learned task vector at the middle layer, on zero-shot prompts, reaches ICL-level accuracy.",
-        paper="LTV 83.49 % average over seven tasks (Llama-3.1-8B, middle layer); ICL for that setting not in our sources",
-        ours=f"LTV {ltv_avg:.1f} % against {best_icl}-shot ICL {icl_avg:.1f} % and zero-shot {zs_avg:.1f} % "
-             f"({len(trained)} tasks)",
-        checks={
-            f"LTV average at least the best ICL average ({best_icl}-shot) minus 5 points": ltv_avg >= icl_avg - 5,
-            "LTV above that ICL setting on at least half of the tasks": 2 * len(beats) >= len(trained),
-        },
-        evidence="ch00-fig-accuracy",
-        evidence_title="Figure 0.1",
-    ),
-], model=model, profile=profile, seed=seed)
+display(ledger.summary())
+record_claims("00_overview", [claim], model=model, profile=profile, seed=seed, ltvs=ledger)

@@ -2,18 +2,35 @@
 
 Every function here is keyed by (model, task with its data, profile sizes, seed, code version) in the on-disk cache
 (:mod:`ltvlib.cache`), so a chapter re-run, or a later chapter needing the same number, reads it back.
+
+Accuracies come back with their per-query correctness (``"correct"``, the test queries in split order), so a
+chapter can put a Wilson interval on one of them, pool seeds (:func:`ltvlib.stats.seed_interval`) or compare two
+methods on the same queries (:func:`ltvlib.stats.paired_bootstrap_difference`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
+
+import numpy as np
 
 from .cache import cached_json, task_key
 from .evaluate import EvalSet, evaluate
 from .ltv import LearnedTaskVector, cached_ltv
 from .profiles import Profile
+from .stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means
 from .tasks import TaskSplits, get_task, load_splits
+
+# Bumped when the stored records gain a field (2: per-query "correct"), so an older record is not read back.
+RECORD_FORMAT = 2
+
+
+def headline_seeds(profile: Profile, seed: int = 0) -> tuple[int, ...]:
+    """The training seeds of the profile's headline LTVs, offset by a chapter's ``seed`` parameter
+    (``cpu``: 0, 1, 2 for ``seed=0``)."""
+    return tuple(seed + s for s in profile.headline_seeds)
 
 
 def profile_splits(task: str, profile: Profile, *, icl: bool = False) -> TaskSplits:
@@ -33,13 +50,13 @@ def icl_accuracy(lm: Any, task: str, shots: int, profile: Profile, *, seed: int 
     """
     splits = profile_splits(task, profile, icl=shots > 0)
     key = {"what": "icl", "model": lm.name, "task": task_key(task), "shots": shots, "n_test": len(splits.test),
-           "n_train": len(splits.train), "demo_sets": profile.icl_demo_sets, "seed": seed}
+           "n_train": len(splits.train), "demo_sets": profile.icl_demo_sets, "seed": seed, "format": RECORD_FORMAT}
 
     def compute() -> dict[str, Any]:
         es = EvalSet(lm, task, splits.test, shots=shots, demo_pool=splits.train, seed=seed,
                      demo_sets=profile.icl_demo_sets if shots else None, cache_rows=False)
         r = evaluate(es)
-        return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n}
+        return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n, "correct": list(r.correct)}
 
     return cached_json("icl", key, compute)
 
@@ -51,6 +68,16 @@ def profile_ltv(
     """The LTV of ``task`` trained with the profile's recipe and sizes (cached)."""
     return cached_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=profile.recipe,
                       seed=seed, n_train=profile.n_train, n_val=profile.n_val, progress=progress)
+
+
+def profile_ltvs(
+    lm: Any, task: str, profile: Profile, seeds: Sequence[int], *, layers: list[int] | None = None,
+    positions: tuple[int, ...] = (-1,), shots: int = 0, progress: bool = False,
+) -> list[LearnedTaskVector]:
+    """One :func:`profile_ltv` per seed, in turn: the seeds share the task's prompt caches in memory, so a
+    second and third seed skip the prefix passes that dominate the first one's cost."""
+    return [profile_ltv(lm, task, profile, layers=layers, positions=positions, shots=shots, seed=s,
+                        progress=progress) for s in seeds]
 
 
 # A sweep evaluates many vectors on the same test prompts: keep the last few test sets (with their cached
@@ -74,7 +101,8 @@ def ltv_accuracy(lm: Any, ltv: LearnedTaskVector, profile: Profile, *, shots: in
     """Test accuracy of a trained LTV injected as trained (cached by the vector's content)."""
     splits = profile_splits(ltv.task, profile, icl=shots > 0)
     key = {"what": "ltv-test", "model": lm.name, "task": task_key(ltv.task), "n_test": len(splits.test), "shots": shots,
-           "seed": seed, "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum())}
+           "seed": seed, "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "format": RECORD_FORMAT}
 
     def compute() -> dict[str, Any]:
         from .runner import tail_needed
@@ -82,8 +110,102 @@ def ltv_accuracy(lm: Any, ltv: LearnedTaskVector, profile: Profile, *, shots: in
         es = _test_set(lm, ltv.task, splits, shots, seed, profile.icl_demo_sets if shots else None,
                        tail_needed(ltv.positions))
         r = evaluate(es, ltv.edits())
-        return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n,
+        return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n, "correct": list(r.correct),
                 "train_seconds": ltv.seconds, "steps": ltv.steps, "val_accuracy": ltv.best_val_accuracy,
                 "config": asdict(ltv.config)}
 
     return cached_json("ltv-test", key, compute)
+
+
+# ------------------------------------------------------------------------------------ intervals over tasks
+#
+# The paper's headline numbers are unweighted averages over tasks whose test sets differ in size (Capital has 50
+# test queries, the others 200 in `cpu`). Pooling every query would weight the tasks by their n; instead each
+# resample draws every task's queries (and seeds) with replacement within that task, the same queries for every
+# method of the task (the pairing), and averages the per-task results: a stratified version of
+# :func:`ltvlib.stats.seed_interval` and :func:`ltvlib.stats.paired_bootstrap_difference`.
+
+
+def correct_matrix(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """Per-query correctness of one method, one row per record (per seed), as a (seeds, queries) 0/1 array.
+
+    Raises:
+        ValueError: no records, a record without ``correct`` (a result cached before it was stored), or
+            records of different lengths (they must be evaluated on the same queries).
+    """
+    if not records:
+        raise ValueError("correct_matrix: give at least one record")
+    rows = []
+    for r in records:
+        if "correct" not in r:
+            raise ValueError("correct_matrix: a record has no per-query 'correct' (recompute it with this library)")
+        rows.append([bool(c) for c in r["correct"]])
+    if len({len(r) for r in rows}) != 1:
+        raise ValueError(f"correct_matrix: records on different queries (lengths {sorted({len(r) for r in rows})})")
+    return np.asarray(rows, dtype=np.float64)
+
+
+def task_contrast(
+    terms: Mapping[str, Sequence[tuple[float, Any]]],
+    *,
+    difference: bool = True,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Estimate:
+    """The average over tasks of a weighted sum of methods' accuracies, with a stratified bootstrap interval.
+
+    Args:
+        terms: task -> ``[(weight, correct), ...]``; ``correct`` is per-query correctness of one method on that
+            task, shape (queries,) or (seeds, queries), every method of a task on the same queries. E.g.
+            ``{t: [(1, ltv[t]), (-1, fv[t])]}`` is the task-average LTV minus FV.
+        difference: the result is a difference (printed in points, with a sign).
+        n_resamples, confidence, seed: as in :func:`ltvlib.stats.paired_bootstrap_difference`.
+
+    Returns:
+        An :class:`~ltvlib.stats.Estimate`: value the exact weighted average, ``n`` the test queries of all tasks,
+        ``seeds`` the fewest seeds of any term, method ``"stratified bootstrap"``.
+    """
+    if not terms:
+        raise ValueError("task_contrast: give at least one task")
+    if int(n_resamples) != n_resamples or n_resamples < 100:
+        raise ValueError(f"n_resamples must be an integer >= 100, got {n_resamples!r}")
+    rng = np.random.default_rng(seed)
+    draws = np.zeros(int(n_resamples))
+    value, n, seeds = 0.0, 0, []
+    for task, parts in terms.items():
+        if not parts:
+            raise ValueError(f"task_contrast: task {task!r} has no terms")
+        mats = [_as_matrix(c, f"{task} term {i}") for i, (_, c) in enumerate(parts)]
+        queries = {m.shape[1] for m in mats}
+        if len(queries) != 1:
+            raise ValueError(f"task_contrast: the terms of {task!r} are on different queries ({sorted(queries)})")
+        resampled = _resampled_means(mats, int(n_resamples), rng)
+        draws += sum(float(w) * d for (w, _), d in zip(parts, resampled)) / len(terms)
+        value += sum(float(w) * float(m.mean()) for (w, _), m in zip(parts, mats)) / len(terms)
+        n += queries.pop()
+        seeds += [m.shape[0] for m in mats]
+    lo, hi = _percentiles(draws, confidence)
+    return Estimate(value, min(lo, value), max(hi, value), n=n, seeds=min(seeds), confidence=confidence,
+                    method="stratified bootstrap", resamples=int(n_resamples), difference=difference)
+
+
+def task_mean(correct: Mapping[str, Any], **kwargs: Any) -> Estimate:
+    """The unweighted average accuracy over tasks (task -> (seeds, queries) correctness), stratified bootstrap."""
+    return task_contrast({t: [(1.0, c)] for t, c in correct.items()}, difference=False, **kwargs)
+
+
+def task_mean_difference(a: Mapping[str, Any], b: Mapping[str, Any], **kwargs: Any) -> Estimate:
+    """Average over tasks of method ``a`` minus method ``b`` on the same queries (paired within each task)."""
+    if set(a) != set(b):
+        raise ValueError(f"task_mean_difference: different tasks {sorted(a)} and {sorted(b)}")
+    return task_contrast({t: [(1.0, a[t]), (-1.0, b[t])] for t in a}, difference=True, **kwargs)
+
+
+def estimate_cell(est: Estimate | None, digits: int = 1) -> str:
+    """A table cell: ``"43.5 ± 6.9"`` (percent, or ``"+12.0 ± 8.1"`` points for a difference; the ± is the larger
+    distance to a bound of the 95 % interval); an en dash for None. n and seeds go in their own columns."""
+    if est is None:
+        return "–"
+    sign = "+" if est.difference else ""
+    return f"{100 * est.value:{sign}.{digits}f} ± {100 * est.half_width:.{digits}f}"

@@ -11,9 +11,11 @@ prompts have about 940 tokens) cost minutes each on two CPU cores; tiny sizes in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
+
+import numpy as np
 
 from .baselines.function_vector import FunctionVector, FunctionVectorConfig, extract_function_vector
 from .baselines.vanilla_tv import (
@@ -26,9 +28,10 @@ from .baselines.vanilla_tv import (
 )
 from .cache import cache_path, cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
-from .experiments import profile_splits
+from .experiments import profile_splits, task_contrast, task_mean, task_mean_difference
 from .profiles import Profile, sweep_layers
 from .sites import check_layer
+from .stats import Estimate
 from .tasks import get_task
 
 Method = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
@@ -65,10 +68,12 @@ EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
     "cpu": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(n_contexts=8, n_dev=50),
         function_vector=FunctionVectorConfig(n_mean=20, n_ie=5),
-        # The four short-prompt tasks get the profile's ten sweep layers (plus the middle one): 36 more LTVs,
-        # about 15 CPU-minutes. SST-2, SNLI and RTE prompts are 3-13 times longer, and one of their LTVs
-        # costs 1.5-4 minutes at the middle layer, more at early layers.
+        # The four short-prompt tasks get six spread layers (0, 6, 12, 17, 23, 29 of 30, plus the middle one):
+        # 24 more LTVs, about 10 CPU-minutes. Ten layers (40 LTVs, about 15 minutes) no longer fit chapter 01's
+        # budget once its middle-layer LTVs have three seeds. SST-2, SNLI and RTE prompts are 3-13 times longer,
+        # and one of their LTVs costs 1.5-4 minutes at the middle layer, more at early layers.
         ltv_sweep_tasks=("capital", "capitalize", "antonym", "trec"),
+        ltv_sweep_layers=6,
     ),
     "paper": ExtractedSizes(
         vanilla_tv=VanillaTVConfig(), function_vector=FunctionVectorConfig(), ltv_sweep_tasks=None,
@@ -144,7 +149,7 @@ def _test_evalset(lm: Any, task: str, profile: Profile, template: str) -> EvalSe
 
 
 def _summary(r: Any) -> dict[str, Any]:
-    return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n}
+    return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n, "correct": list(r.correct)}
 
 
 def extracted_curve(
@@ -162,9 +167,10 @@ def extracted_curve(
             Function vectors always use the task's template (Todd et al.'s ``Q:/A:`` format).
 
     Returns:
-        ``{"layers": {str(layer): {"accuracy", "label_accuracy", "n"}}, "zero_shot": {...}, "chosen_layer",
-        "seconds"}``; ``chosen_layer`` is the Vanilla TV's validation choice among the profile's
-        sweep layers and the middle layer (None for FVs).
+        ``{"layers": {str(layer): {"accuracy", "label_accuracy", "n", "correct"}}, "zero_shot": {...},
+        "chosen_layer", "seconds"}``; ``correct`` is per test query, in split order (for paired comparisons);
+        ``chosen_layer`` is the Vanilla TV's validation choice among the profile's sweep layers and the middle
+        layer (None for FVs).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
@@ -202,3 +208,88 @@ def extracted_curve(
                 "chosen_layer": chosen, "seconds": seconds, **extra}
 
     return cached_json("extracted-curve", key, compute)
+
+
+# --------------------------------------------------------------------------- learned against extracted, paired
+
+EXTRACTED_LABELS: dict[str, str] = {
+    "vanilla_tv": "Vanilla TV (replace)",
+    "vanilla_tv_difference": "Vanilla TV (difference)",
+    "function_vector": "FV",
+}
+VANILLA_FORMS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference")
+
+
+def better_vanilla_form(extracted: Mapping[tuple[str, str, int], Any], tasks: Sequence[str], layer: int) -> str:
+    """The Vanilla TV form (replace or difference) with the higher task-average test accuracy at ``layer``.
+
+    ``extracted`` maps (method, task, layer) to per-query correctness. Choosing the better form on the test
+    queries favours the baseline, so a comparison against it can only understate the LTV's lead."""
+    def average(method: str) -> float:
+        return float(np.mean([np.mean(extracted[method, t, layer]) for t in tasks]))
+
+    return max(VANILLA_FORMS, key=lambda m: (average(m), m == "vanilla_tv"))
+
+
+def strongest_extracted(extracted: Mapping[tuple[str, str, int], Any], tasks: Sequence[str], layer: int) -> str:
+    """FV or the better Vanilla TV form at ``layer``, whichever has the higher task-average test accuracy."""
+    vanilla = better_vanilla_form(extracted, tasks, layer)
+    fv = float(np.mean([np.mean(extracted["function_vector", t, layer]) for t in tasks]))
+    vtv = float(np.mean([np.mean(extracted[vanilla, t, layer]) for t in tasks]))
+    return "function_vector" if fv > vtv else vanilla
+
+
+def compare_at_layer(
+    ltv: Mapping[tuple[str, int], Any], extracted: Mapping[tuple[str, str, int], Any], tasks: Sequence[str],
+    layer: int, *, seed: int = 0,
+) -> dict[str, Any]:
+    """The LTV against both extracted vectors at one layer, averaged over ``tasks`` and paired query by query.
+
+    Args:
+        ltv: (task, layer) -> LTV correctness, (seeds, queries) or (queries,); only vectors that trained.
+        extracted: (method, task, layer) -> correctness (queries,), on the same test queries as the LTV.
+        tasks: the tasks to average over (those whose LTV trained at ``layer``).
+        seed: the bootstrap's seed.
+
+    Returns:
+        ``{"vanilla_form": the Vanilla TV form compared (:func:`better_vanilla_form`), "LTV", "FV",
+        "Vanilla TV": task-average accuracies, "LTV − FV", "LTV − Vanilla TV": paired differences}``, each an
+        :class:`~ltvlib.stats.Estimate` (stratified bootstrap: :func:`ltvlib.experiments.task_contrast`).
+    """
+    if not tasks:
+        raise ValueError(f"compare_at_layer: no task to compare at layer {layer}")
+    form = better_vanilla_form(extracted, tasks, layer)
+    learned = {t: ltv[t, layer] for t in tasks}
+    fv = {t: extracted["function_vector", t, layer] for t in tasks}
+    vtv = {t: extracted[form, t, layer] for t in tasks}
+    return {
+        "vanilla_form": form,
+        "LTV": task_mean(learned, seed=seed),
+        "FV": task_mean(fv, seed=seed),
+        "Vanilla TV": task_mean(vtv, seed=seed),
+        "LTV − FV": task_mean_difference(learned, fv, seed=seed),
+        "LTV − Vanilla TV": task_mean_difference(learned, vtv, seed=seed),
+    }
+
+
+def gap_change(
+    ltv: Mapping[tuple[str, int], Any], extracted: Mapping[tuple[str, str, int], Any], tasks: Sequence[str],
+    late: Sequence[int], middle: int, *, seed: int = 0,
+) -> Estimate:
+    """How much larger the LTV's lead over the strongest extracted vector is at late layers than at the middle
+    one: mean over ``late`` of (LTV − strongest extracted) minus the same at ``middle``, averaged over
+    ``tasks``, with a stratified paired bootstrap interval (every term of a task on the same queries).
+
+    The strongest extracted vector is chosen per layer (:func:`strongest_extracted`). ``tasks`` must have a
+    trained LTV at every layer of ``late`` and at ``middle``.
+    """
+    if not late or not tasks:
+        raise ValueError("gap_change: give at least one late layer and one task")
+    best = {l: strongest_extracted(extracted, tasks, l) for l in (*late, middle)}
+    w = 1.0 / len(late)
+    terms = {
+        t: [*((w, ltv[t, l]) for l in late), *((-w, extracted[best[l], t, l]) for l in late),
+            (-1.0, ltv[t, middle]), (1.0, extracted[best[middle], t, middle])]
+        for t in tasks
+    }
+    return task_contrast(terms, difference=True, seed=seed)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from ltvlib.experiments_extracted import (
+    better_vanilla_form,
+    compare_at_layer,
     extracted_curve,
     extracted_sizes,
+    gap_change,
     profile_function_vector,
     profile_vanilla_tv,
+    strongest_extracted,
 )
 from ltvlib.profiles import get_profile
 
@@ -33,6 +38,8 @@ def test_vectors_and_curves_are_cached(llama, cache):
     curve = extracted_curve(llama, "antonym", prof, "function_vector", [0, 2])
     assert set(curve["layers"]) == {"0", "2"} and curve["heads"] == [list(h) for h in fv.heads]
     assert extracted_curve(llama, "antonym", prof, "function_vector", [0, 2]) == curve
+    per_query = curve["layers"]["0"]
+    assert len(per_query["correct"]) == per_query["n"] and np.mean(per_query["correct"]) == per_query["accuracy"]
     chosen = extracted_curve(llama, "antonym", prof, "vanilla_tv", None)
     assert chosen["chosen_layer"] == tv.layer and set(chosen["layers"]) == {str(tv.layer)}
     diff = extracted_curve(llama, "antonym", prof, "vanilla_tv_difference", [1])
@@ -55,8 +62,54 @@ def test_ltv_layers_per_profile(llama):
     class Big:  # only the sizes matter
         n_layers, middle_layer = 30, 15
 
-    assert ltv_layers(Big, "antonym", get_profile("cpu")) == [0, 3, 6, 10, 13, 15, 16, 19, 23, 26, 29]
+    assert ltv_layers(Big, "antonym", get_profile("cpu")) == [0, 6, 12, 15, 17, 23, 29]
     assert ltv_layers(Big, "sst2", get_profile("cpu")) == [15]
     assert ltv_layers(Big, "sst2", get_profile("paper")) == list(range(30))
     assert ltv_layers(Big, "antonym", get_profile("smoke")) == [0, 15, 29]
     assert ltv_layers(llama, "antonym", get_profile("smoke")) == [0, 1, 2]
+
+
+def _synthetic(rng, tasks=("a", "b", "c"), layers=(0, 5, 9), n=150):
+    """LTV well above both extracted vectors at every layer, the extracted vectors fading with depth."""
+    ltv = {(t, l): (rng.random((3, n)) < 0.7) for t in tasks for l in layers}
+    extracted = {}
+    for t in tasks:
+        for l in layers:
+            fade = 0.4 * (1 - l / 10)
+            extracted["function_vector", t, l] = rng.random(n) < fade
+            extracted["vanilla_tv", t, l] = rng.random(n) < fade - 0.1
+            extracted["vanilla_tv_difference", t, l] = rng.random(n) < fade + 0.05
+    return ltv, extracted
+
+
+def test_compare_at_layer_pairs_the_ltv_with_both_baselines():
+    rng = np.random.default_rng(0)
+    ltv, extracted = _synthetic(rng)
+    tasks = ["a", "b", "c"]
+    assert better_vanilla_form(extracted, tasks, 0) == "vanilla_tv_difference"
+    assert strongest_extracted(extracted, tasks, 0) == "vanilla_tv_difference"
+    out = compare_at_layer(ltv, extracted, tasks, 0)
+    assert out["vanilla_form"] == "vanilla_tv_difference"
+    assert out["LTV"].seeds == 3 and out["FV"].seeds == 1 and out["LTV"].n == 450
+    for name in ("LTV − FV", "LTV − Vanilla TV"):
+        assert out[name].difference and out[name].low > 0, name
+    assert out["LTV − FV"].value == pytest.approx(out["LTV"].value - out["FV"].value)
+    # the same vector on both sides: a paired difference of exactly zero
+    same = {(t, 0): extracted["function_vector", t, 0] for t in tasks}
+    zero = compare_at_layer(same, extracted, tasks, 0)["LTV − FV"]
+    assert (zero.value, zero.low, zero.high) == (0, 0, 0)
+    with pytest.raises(ValueError, match="no task"):
+        compare_at_layer(ltv, extracted, [], 0)
+
+
+def test_gap_change_grows_when_extracted_vectors_fade():
+    rng = np.random.default_rng(1)
+    ltv, extracted = _synthetic(rng)
+    d = gap_change(ltv, extracted, ["a", "b", "c"], late=[9], middle=5)
+    assert d.difference and d.low > 0  # extracted 0.4 -> 0.04: the lead grows by about 20 points
+    # no fade: the interval admits both signs
+    flat = {k: rng.random(150) < 0.3 for k in extracted}
+    d0 = gap_change(ltv, flat, ["a", "b", "c"], late=[9], middle=5)
+    assert d0.low < 0 < d0.high
+    with pytest.raises(ValueError, match="at least one late layer"):
+        gap_change(ltv, extracted, ["a"], late=[], middle=5)

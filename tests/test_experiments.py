@@ -1,0 +1,111 @@
+"""Chapter glue: per-query records, seeds per profile, and intervals over tasks (stratified bootstrap)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ltvlib.experiments import (
+    correct_matrix,
+    estimate_cell,
+    headline_seeds,
+    icl_accuracy,
+    ltv_accuracy,
+    profile_ltvs,
+    task_contrast,
+    task_mean,
+    task_mean_difference,
+)
+from ltvlib.profiles import get_profile
+from ltvlib.stats import paired_bootstrap_difference, seed_interval
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_headline_seeds_per_profile():
+    assert headline_seeds(get_profile("cpu")) == (0, 1, 2)
+    assert headline_seeds(get_profile("cpu"), seed=5) == (5, 6, 7)
+    assert headline_seeds(get_profile("paper")) == (0, 1, 2)
+    assert len(headline_seeds(get_profile("smoke"))) == 2
+    # another recipe keeps the profile's seeds
+    assert get_profile("cpu", recipe="paper").headline_seeds == (0, 1, 2)
+
+
+def test_records_carry_per_query_correctness(llama, cache):
+    prof = get_profile("smoke")
+    ltvs = profile_ltvs(llama, "antonym", prof, headline_seeds(prof), layers=[1])
+    assert [v.seed for v in ltvs] == [0, 1] and all(v.layers == (1,) for v in ltvs)
+    records = [ltv_accuracy(llama, v, prof) for v in ltvs]
+    m = correct_matrix(records)
+    assert m.shape == (2, records[0]["n"])
+    np.testing.assert_allclose(m.mean(axis=1), [r["accuracy"] for r in records])
+    assert ltv_accuracy(llama, ltvs[0], prof) == records[0], "read back from the cache"
+    zero = icl_accuracy(llama, "antonym", 0, prof)
+    assert len(zero["correct"]) == zero["n"] and np.mean(zero["correct"]) == pytest.approx(zero["accuracy"])
+
+
+def test_correct_matrix_refuses_what_it_cannot_pair():
+    with pytest.raises(ValueError, match="at least one"):
+        correct_matrix([])
+    with pytest.raises(ValueError, match="no per-query"):
+        correct_matrix([{"accuracy": 0.5}])
+    with pytest.raises(ValueError, match="different queries"):
+        correct_matrix([{"correct": [True]}, {"correct": [True, False]}])
+
+
+def test_one_task_matches_the_unstratified_intervals():
+    rng = np.random.default_rng(1)
+    a, b = rng.random((3, 150)) < 0.6, rng.random(150) < 0.4
+    one = task_mean({"t": a})
+    ref = seed_interval(a)
+    assert one.value == pytest.approx(ref.value) and (one.n, one.seeds) == (150, 3) and not one.difference
+    assert one.interval == pytest.approx(ref.interval)  # same draws: same generator, one stratum
+    d = task_mean_difference({"t": a}, {"t": b})
+    ref_d = paired_bootstrap_difference(a, b)
+    assert d.value == pytest.approx(ref_d.value) and d.difference and d.seeds == 1
+    assert d.interval == pytest.approx(ref_d.interval)
+
+
+def test_tasks_weigh_equally_whatever_their_n():
+    small = np.ones(50)  # a task with 50 queries, all right
+    big = np.zeros(200)  # a task with 200, all wrong
+    est = task_mean({"small": small, "big": big})
+    assert est.value == pytest.approx(0.5) and est.n == 250  # pooled would say 0.2
+    assert est.low == pytest.approx(0.5) and est.high == pytest.approx(0.5)  # nothing varies within a task
+
+
+def test_paired_contrast_sees_a_real_difference_and_not_a_null_one():
+    rng = np.random.default_rng(2)
+    base = rng.random((4, 200)) < 0.5
+    tasks = {f"t{i}": base[i] for i in range(4)}
+    same = task_mean_difference(tasks, tasks)
+    assert same.value == 0 and same.low == 0 and same.high == 0  # paired: identical methods differ by exactly 0
+    better = {t: c | (rng.random(200) < 0.3) for t, c in tasks.items()}
+    diff = task_mean_difference(better, tasks)
+    assert diff.low > 0 and diff.value > 0.1
+    noise = {t: rng.random(200) < 0.5 for t in tasks}
+    assert task_mean_difference(noise, tasks).low < 0 < task_mean_difference(noise, tasks).high
+
+
+def test_contrast_weights_and_errors():
+    a, b = np.ones(100), np.zeros(100)
+    # (a - b) - 0.5 * (a - b) over one task: 0.5 exactly
+    est = task_contrast({"t": [(1, a), (-1, b), (-0.5, a), (0.5, b)]})
+    assert est.value == pytest.approx(0.5) and est.difference
+    with pytest.raises(ValueError, match="different queries"):
+        task_contrast({"t": [(1, np.ones(10)), (-1, np.ones(11))]})
+    with pytest.raises(ValueError, match="at least one task"):
+        task_contrast({})
+    with pytest.raises(ValueError, match="different tasks"):
+        task_mean_difference({"a": a}, {"b": b})
+
+
+def test_estimate_cell():
+    est = task_mean({"t": np.r_[np.ones(30), np.zeros(70)]})
+    assert estimate_cell(est).startswith("30.0 ± ")
+    assert estimate_cell(task_mean_difference({"t": np.ones(10)}, {"t": np.zeros(10)})) == "+100.0 ± 0.0"
+    assert estimate_cell(None) == "–"
