@@ -21,22 +21,29 @@
 # $W\theta$ directly at the last layer gives an accuracy close to the real LTV's at most layers. Splitting
 # $W = QS$ (polar decomposition: $Q$ a rotation, $S$ a symmetric stretch) shows two regimes: an **early**
 # vector is *rotated* toward the task subspace (the logit lens of $\theta$ shows unrelated tokens, that of
-# $Q\theta$ task tokens), a **late** vector is mostly *stretched* ($Q \approx I$); $\cos(\theta, Q\theta)$
-# **rises with depth**. The paper reports these as figures on Llama models; the exact numbers, the noise law
-# and the $\lambda$ of the fit are not available to us (the full text of {cite:p}`yang2026ltv` could not be read
-# offline when this chapter was written), so this chapter reports what it
-# measures and compares shapes, not digits.
+# $Q\theta$ label tokens), a **late** vector is mostly *stretched* ($Q \approx I$); $\cos(\theta, Q\theta)$
+# **rises with depth**. The paper gives these as figures on Llama models (no numbers we can quote), and its
+# limitations section says the analysis is done on tasks with a **label space**.
 #
-# This chapter fits $W$ for LTVs trained at many layers, checks linearity directly, rebuilds the LTV's effect
-# from $W\theta$ alone, and reads $\theta$, $Q\theta$, $S\theta$ and $W\theta$ through the logit lens.
+# So this chapter decides its verdicts on label-space tasks (TREC across depth, SST-2 at the middle layer),
+# with an open-vocabulary task (Antonym) beside them: there the answer is a different word for every query,
+# which one vector $W\theta$ added to every query cannot produce. Two controls make the mechanism numbers
+# readable:
+#
+# - **an upper bound beside $W\theta$**: each query's own measured shift (what the LTV really adds to that
+#   query's last state), and the query-mean shift (the best any single vector could aim at);
+# - **random vectors of $\theta$'s norm** at the same layer, put through the same fit of $W$, the same
+#   $\cos(\cdot, Q\,\cdot)$ and the same task alignment: a rise of $\cos(\theta, Q\theta)$ with depth that any
+#   vector shows is a property of the network, not of the learned vector.
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
 profile = "cpu"
+recipe = None  # None: the profile's LTV recipe; "fast" or "paper"
 seed = 0
 device = "auto"
-tasks = None  # None: the profile's plan (ltvlib.linearity.linearity_plan); else a list of task names
-layers = None  # None: the plan's layers; else these layers for every task
+n_draws = None  # random vectors per (task, layer) control; None: the profile's
+works_margin = 0.10  # a point counts for the reconstruction test when the LTV beats zero-shot by this much
 
 # %%
 import time
@@ -46,393 +53,396 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.linearity import linearity_config, linearity_plan, profile_linearity
+from ltvlib.controls import control_excess
+from ltvlib.experiments import profile_ltv
+from ltvlib.linearity import linearity_config, mechanism_plan, profile_linearity, profile_linearity_control
+from ltvlib.ltv_report import LTVLedger
 from ltvlib.models import load_model
 from ltvlib.profiles import get_profile
-from ltvlib.scorecard import Claim, record_claims
+from ltvlib.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims, threshold_rule
+from ltvlib.stats import Estimate, format_estimate, paired_bootstrap_difference, wilson_interval
+from ltvlib.tasks import get_task
 
-prof = get_profile(profile)
+# random vectors per (task, layer): each refits W around the vector (about 10 s on two CPU cores)
+N_DRAWS = {"smoke": 2, "cpu": 3, "paper": 10}
+prof = get_profile(profile, recipe=recipe)
 cfg = linearity_config(prof)
+n_draws = n_draws or N_DRAWS[prof.name]
 started = time.perf_counter()
 lm = load_model(model, device=device)
-plan = linearity_plan(lm, prof)
-if tasks is not None:
-    plan = {t: plan.get(t, [lm.middle_layer]) for t in tasks}
-if layers is not None:
-    plan = {t: list(layers) for t in plan}
-main_task = max(plan, key=lambda t: len(plan[t]))
+plan = mechanism_plan(lm, prof)
+label_tasks = [t for t in plan if get_task(t).labels]
+sweep_task = max(label_tasks, key=lambda t: len(plan[t])) if label_tasks else None
+ledger = LTVLedger()
 display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}). **Profile** `{prof.name}`: "
-    + "; ".join(f"{t} at layers {ls}" for t, ls in plan.items())
+    f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}). **Profile** `{prof.name}`, recipe "
+    f"`{prof.recipe.recipe}`: " + "; ".join(
+        f"{t} ({'label space' if t in label_tasks else 'open vocabulary'}) at layer{'s' if len(ls) > 1 else ''} "
+        f"{', '.join(map(str, ls))}" for t, ls in plan.items())
     + f". Fit: {cfg.n_queries} training queries, $\\lceil {cfg.fit_factor} d \\rceil$ = "
     f"{int(np.ceil(cfg.fit_factor * lm.d_model))} perturbations, {cfg.n_heldout} held-out ones, "
-    f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on {prof.n_test or 'all'} test "
-    "queries per task."
-    + (" In the `cpu` profile only Antonym gets the full layer sweep: training one LTV costs about a minute "
-       "on two CPU cores, so Capitalize and TREC (the classification task) get the middle layer only."
-       if prof.name == "cpu" else "")
+    f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on up to {prof.n_test} test "
+    f"queries per task. Control: {n_draws} random vectors of $\\|\\theta\\|$ per (task, layer), each with its own "
+    "fitted map. Every LTV is `ltvlib.experiments.profile_ltv` (seed 0), the vectors chapters 00 and 01 train."
 ))
 
 # %% [markdown]
 # ## What is measured, exactly
 #
 # - **Injection.** $\theta$ is *added* to the residual stream *entering* block $l$ at the last token of the
-#   zero-shot prompt `Q: {x}\nA:` (the LTV's own site); each LTV comes from
-#   `ltvlib.experiments.profile_ltv`, the same cached vector the other chapters use.
-# - **Shift.** For query $q$, $\Delta_q(x) = f_q(h_q^l + x) - f_q(h_q^l)$: the change of the **residual stream
-#   entering the final norm** (the output of the last block, before the final RMSNorm and the unembedding),
-#   last token. The prompt's earlier tokens are unaffected (causal attention), so their keys and values are
-#   computed once and each shift costs one single-token pass from block $l$ (`ltvlib.linearity.ShiftProbe`).
-# - **Fit.** Perturbations $x_i = \theta + \lambda_i\varepsilon_i$, $\varepsilon_i \sim N(0, \|\theta\|^2/d\, I)$
-#   (so $\|\varepsilon\| \approx \|\theta\|$), $\lambda_i$ cycling through the values above. $W$ is fitted to
-#   the **query-mean shift** $\bar\Delta(x)$; to afford $\ge d$ perturbations each one runs on a single query,
-#   with target $\Delta_{q_i}(x_i) - \Delta_{q_i}(\theta) + \bar\Delta(\theta)$ (an unbiased estimate of
-#   $\bar\Delta(x_i)$ with the query's own offset removed), by ridge regression.
-# - **Fit quality on fresh perturbations**: $R^2$ about the mean (how much of the *variation* of the shift
-#   with the perturbation $W$ predicts; the harsh number) and the *explained fraction*
-#   $1 - \sum\|y - Wx\|^2 / \sum\|y\|^2$ (how much of the shift itself). **Direct checks**: the mean shift of
-#   $a\theta$ against $a$ (linear: coefficient $a$), and of $\theta + \theta_2$ against the sum of the two
-#   shifts ($\theta_2$ a random vector of the same norm).
-# - **Reconstruction.** $W\theta$ is *added* to the residual stream entering the final norm at the last token
-#   (`ltvlib.linearity.add_before_final_norm`, a hook), instead of $\theta$ at block $l$; accuracy as in every
-#   chapter (top-1 token over the whole vocabulary equals the gold answer's first token).
-# - **Polar decomposition** $W = U\Sigma V^\top = QS$ with $Q = UV^\top$, $S = V\Sigma V^\top$:
-#   rotation-only $Q\theta$ (norm of $\theta$) and stretch-only $S\theta$ (norm of $W\theta$).
-# - **Diagnostics**: logit lens (top tokens of $\mathrm{unembed}(\mathrm{norm}(v))$); **task alignment**
-#   $\|P v\| / \|v\|$, $P$ the projection onto the span of the label tokens' unembeddings (times the final
-#   norm's gain, i.e. the directions that produce their logits; labels = first tokens of the label words, or
-#   of the test answers for generation tasks; a random direction scores $\sqrt{\mathrm{rank}/d}$);
-#   **logit difference**: gold minus the mean of the other labels on the test queries' final states with a
-#   vector added.
-#
-# (ch05-table-fit)=
+#   zero-shot prompt (the LTV's own site).
+# - **Shift.** For query $q$, $\Delta_q(x) = f_q(h_q^l + x) - f_q(h_q^l)$: the change of the residual stream
+#   entering the final norm, last token (`ltvlib.linearity.ShiftProbe`).
+# - **Fit.** Perturbations $x_i = \theta + \lambda_i\varepsilon_i$, $\varepsilon_i \sim N(0, \|\theta\|^2/d\, I)$;
+#   $W$ is fitted to the query-mean shift by ridge regression (one query per perturbation, with a control
+#   variate). Quality: held-out $R^2$ about the mean.
+# - **Reconstruction, the paper's form.** One vector $W\theta$ is added to every test query's final-norm input
+#   (last token). **Upper bound**: each query's own shift $\Delta_q(\theta)$ added instead, which reproduces
+#   the LTV exactly; between them, the query-mean shift. Accuracy over the whole vocabulary and over the label
+#   words only, each with its Wilson 95 % interval.
+# - **Polar decomposition** $W = QS$; $\cos(\theta, Q\theta)$ measures the rotation; **task alignment**
+#   $\|Pv\|/\|v\|$ with $P$ the projection onto the span of the label tokens' effective unembeddings.
+# - **Random-vector control**: the same fit, $\cos(r, Q_r r)$ and alignments for random $r$ with
+#   $\|r\| = \|\theta\|$ at the same layer (`ltvlib.linearity.profile_linearity_control`).
 
 # %%
 t0 = time.perf_counter()
-res = {(t, l): profile_linearity(lm, t, prof, l, seed=seed) for t, ls in plan.items() for l in ls}
-print(f"LTVs, fits and checks: {time.perf_counter() - t0:.0f} s")
+points = [(t, l) for t, ls in plan.items() for l in ls]
+ltvs = {(t, l): profile_ltv(lm, t, prof, layers=[l], seed=seed) for t, l in points}
+res = {p: profile_linearity(lm, p[0], prof, p[1], seed=seed) for p in points}
+ctl = {p: profile_linearity_control(lm, p[0], prof, p[1], seed=seed, n_draws=n_draws) for p in points}
+trained = {p: ltvs[p].trained is True for p in points}
+print(f"LTVs, fits and controls: {time.perf_counter() - t0:.0f} s")
+
+
+def fmt(rec):
+    return f"{100 * rec['value']:.1f} % [{100 * rec['low']:.1f}, {100 * rec['high']:.1f}]"
+
 
 rows = []
-for (t, l), r in res.items():
-    acc = r["accuracy"]
-    rows.append({
-        "task": t, "layer": l, "LTV": 100 * acc["ltv"], "LTV shift at final norm": 100 * acc["ltv_lens"],
-        "W theta (hook)": 100 * acc["reconstruction"],
-        "W theta at block L-1": 100 * acc["reconstruction_last_block_input"],
-        "Q theta": 100 * acc["Q theta"], "S theta": 100 * acc["S theta"], "zero-shot": 100 * acc["zero_shot"],
-        "R2 held-out": r["r2_heldout"], "explained": r["explained_heldout"],
-        "cos(theta, Q theta)": r["cos_theta_Qtheta"], "|S theta|/|theta|": r["norm_ratio"],
-        "align theta": r["alignment"]["theta"], "align Q theta": r["alignment"]["Q theta"],
-        "align W theta": r["alignment"]["W theta"], "align random": r["alignment_random"],
-    })
-table = pd.DataFrame(rows).set_index(["task", "layer"])
-display(table.round(3))
-
-# %% [markdown]
-# **Table 5.1.** Per task and injection layer: test accuracy (%) of the LTV injected at block $l$; of each
-# query's own measured shift added to its final-norm input (a check: it must equal the LTV's accuracy, since
-# that is where the shift is measured); of $W\theta$ added before the final norm by a hook; of $W\theta$ added
-# instead at the input of the last block (the LTV's own site, one block earlier); and (from the test
-# queries' final states) of the rotation-only
-# $Q\theta$ and stretch-only $S\theta$ added there instead; the fit's held-out $R^2$ and explained fraction;
-# $\cos(\theta, Q\theta)$; the stretch $\|S\theta\|/\|\theta\|$; task alignment of $\theta$, $Q\theta$, $W\theta$
-# and of a random direction.
+for p in points:
+    t, l = p
+    sa = ctl[p]["shift_accuracy"]
+    row = {"task": t, "layer": l, "label space": t in label_tasks, "n": sa["zero_shot"]["accuracy"]["n"],
+           "LTV at block l": ledger.cell(ltvs[p], f"{100 * res[p]['accuracy']['ltv']:.1f} %", where="Table 5.1"),
+           "zero-shot": fmt(sa["zero_shot"]["accuracy"])}
+    for k, name in (("constant", "Wθ (paper)"), ("mean_shift", "mean shift"), ("own_shift", "own shift (upper bound)")):
+        row[name] = ledger.cell(ltvs[p], fmt(sa[k]["accuracy"]), where="Table 5.1")
+    for k, name in (("zero_shot", "zero-shot, labels"), ("constant", "Wθ, labels"), ("own_shift", "own shift, labels")):
+        rec = sa[k]["label_accuracy"]
+        row[name] = "—" if rec is None else (fmt(rec) if k == "zero_shot" else ledger.cell(ltvs[p], fmt(rec), where="Table 5.1"))
+    row["R² held-out"] = ledger.cell(ltvs[p], f"{res[p]['r2_heldout']:.2f}", where="Table 5.1")
+    rows.append(row)
+display(Markdown("(ch05-table-fit)=\n\n**Table 5.1.** Test accuracy with the LTV at block $l$, and with vectors "
+                 "added to the final-norm input: nothing (zero-shot), the paper's constant $W\\theta$, the "
+                 "query-mean shift, each query's own shift (the upper bound; equals the LTV); whole vocabulary "
+                 "and label words only, Wilson 95 % intervals; the fit's held-out $R^2$."))
+display(pd.DataFrame(rows).set_index(["task", "layer"]))
+display(ledger.summary())
 
 # %% [markdown]
 # ## Does $W\theta$ do what $\theta$ does?
 #
-# (ch05-fig-reconstruction)=
+# The test, on the label-space (task, layer) points whose LTV trained and beats zero-shot by at least
+# `works_margin` (whole vocabulary): the accuracy of each query's own shift (= the LTV) minus that of the
+# constant $W\theta$, the queries of all such points pooled, paired bootstrap. "Close" is read as a gap of at
+# most 10 points (our bound; the paper gives a figure): reproduced when the whole interval is at most 10
+# points.
 
 # %%
-sweep = {t: sorted(ls) for t, ls in plan.items()}
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
-ax = axes[0]
-for i, (t, ls) in enumerate(sweep.items()):
-    sub = table.loc[t].loc[ls]
-    ax.plot(ls, sub["LTV"], "o-", color=f"C{i}", label=f"{t}: LTV at layer $l$")
-    ax.plot(ls, sub["W theta (hook)"], "s--", color=f"C{i}", mfc="none", label=f"{t}: $W\\theta$ before the final norm")
-    ax.plot(ls, sub["W theta at block L-1"], "^-.", color=f"C{i}", mfc="none", lw=1,
-            label=f"{t}: $W\\theta$ at the last block's input")
-    ax.plot(ls, sub["zero-shot"], ":", color=f"C{i}", lw=1)
-ax.set_xlabel("injection layer $l$")
-ax.set_ylabel("test accuracy (%)")
-ax.set_ylim(-3, 103)
-ax.legend(fontsize=7)
-ax.set_title("Real LTV against its linear reconstruction")
-ax = axes[1]
-for i, (t, ls) in enumerate(sweep.items()):
-    sub = table.loc[t].loc[ls]
-    ax.plot(ls, sub["R2 held-out"], "o-", color=f"C{i}", label=f"{t}: $R^2$ (held-out)")
-    ax.plot(ls, sub["explained"], "s--", color=f"C{i}", mfc="none", label=f"{t}: explained fraction")
-ax.axhline(0, color="grey", lw=0.5)
-ax.set_xlabel("injection layer $l$")
-ax.set_ylabel("fit quality")
-ax.set_ylim(min(-0.1, float(table["R2 held-out"].min()) - 0.05), 1.02)
-ax.legend(fontsize=7)
-ax.set_title("How linear is the propagation?")
-fig.tight_layout()
+def works(p):
+    sa = ctl[p]["shift_accuracy"]
+    return trained[p] and sa["own_shift"]["accuracy"]["value"] >= sa["zero_shot"]["accuracy"]["value"] + works_margin
+
+
+recon_points = [p for p in points if p[0] in label_tasks and works(p)]
+if recon_points:
+    own_c = np.concatenate([ctl[p]["shift_accuracy"]["own_shift"]["accuracy"]["correct"] for p in recon_points])
+    w_c = np.concatenate([ctl[p]["shift_accuracy"]["constant"]["accuracy"]["correct"] for p in recon_points])
+    recon_gap = paired_bootstrap_difference(own_c, w_c)
+    w_acc = Estimate(float(np.mean(w_c)), *wilson_interval(int(np.sum(w_c)), len(w_c)), n=len(w_c))
+    own_acc = Estimate(float(np.mean(own_c)), *wilson_interval(int(np.sum(own_c)), len(own_c)), n=len(own_c))
+    recon_rule = threshold_rule(recon_gap.value, recon_gap.interval, 0.10, at_least=False)
+    recon_intervals = {"LTV (own shift) − Wθ": recon_gap, "Wθ accuracy": w_acc, "LTV (own shift) accuracy": own_acc}
+else:
+    recon_rule = not_testable("no label-space LTV in this run both trained and beat zero-shot by the margin")
+    recon_intervals = {}
+display(pd.DataFrame({k: {"estimate": format_estimate(e, bounds=True)} for k, e in recon_intervals.items()}).T
+        if recon_intervals else Markdown("No label-space point qualifies."))
+
+# %% mystnb={"figure": {"caption": "Test accuracy (whole vocabulary, top; label words only, bottom) per injection layer of each query's own shift (the LTV; upper bound), the query-mean shift and the paper's constant Wθ, all added to the final-norm input, with zero-shot. Lines: the label-space sweep task; markers at the middle layer: the other tasks. Bands and whiskers: Wilson 95 % intervals. Points whose LTV did not train are left out. The paper gives no number to draw.", "name": "ch05-fig-reconstruction"}}
+SERIES = [("own_shift", "own shift (= LTV)", "C3", "o-"), ("mean_shift", "mean shift", "C1", "^--"),
+          ("constant", "Wθ (paper)", "C0", "s--"), ("zero_shot", "zero-shot", "0.5", ":")]
+fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.6), sharex=True)
+for ax, kind, title in ((axes[0], "accuracy", "whole vocabulary"), (axes[1], "label_accuracy", "label words only")):
+    if sweep_task is not None:
+        ls = [l for l in plan[sweep_task] if trained[sweep_task, l]]
+        for k, name, color, style in SERIES:
+            recs = [ctl[sweep_task, l]["shift_accuracy"][k][kind] for l in ls]
+            if not recs or recs[0] is None:
+                continue
+            v = np.array([100 * r["value"] for r in recs])
+            ax.plot(ls, v, style, color=color, label=f"{sweep_task}: {name}")
+            ax.fill_between(ls, [100 * r["low"] for r in recs], [100 * r["high"] for r in recs], color=color, alpha=0.12)
+    for j, t in enumerate(t for t in plan if t != sweep_task):
+        for k, name, color, style in SERIES:
+            for l in plan[t]:
+                rec = ctl[t, l]["shift_accuracy"][k][kind]
+                if rec is None or not trained[t, l]:
+                    continue
+                ax.errorbar(l + 0.3 * (j + 1), 100 * rec["value"], yerr=[[100 * (rec["value"] - rec["low"])],
+                            [100 * (rec["high"] - rec["value"])]], fmt=["D", "v", "P"][j % 3], color=color, ms=5,
+                            capsize=2, label=f"{t}: {name}" if l == plan[t][0] else None)
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(-3, 103)
+    ax.set_title(f"The LTV's shift against its linear reconstruction ({title})", fontsize=10)
+axes[1].set_xlabel("injection layer $l$")
+handles, labels = axes[0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
+fig.tight_layout(rect=(0, 0.16, 1, 1))
 plt.show()
 
 # %% [markdown]
-# **Figure 5.1.** Left: test accuracy with the LTV injected at block $l$ (solid), with its linear
-# reconstruction $W\theta$ added to the residual stream entering the final norm (dashed) or entering the last
-# block (dash-dotted), and zero-shot (dotted). Right: held-out $R^2$ of the fitted map (variation with the perturbation) and the explained
-# fraction of the shift, per injection layer. Tasks with a single layer appear as single points.
+# ## Rotation and alignment across depth, against random vectors
+#
+# For the label-space task with a layer sweep, at every layer whose LTV trained: $\cos(\theta, Q\theta)$ of
+# the LTV and $\cos(r, Q_r r)$ of each random vector (each with its own fitted map), and the change of task
+# alignment that the rotation brings, $\mathrm{align}(Q\theta) - \mathrm{align}(\theta)$, for both. **Rotation
+# fades with depth** is tested by the fitted change of $\cos(\theta, Q\theta)$ from the first to the last layer
+# (least-squares slope times the span), and *against the control* by the LTV's change minus the random
+# vectors' change; both with a bootstrap over layers and draws (`ltvlib.controls.control_excess`). **Rotation
+# aligns early vectors with the labels** is tested on the layers before the middle one: the mean alignment
+# gain of the LTV, and its excess over the random vectors'.
+
+# %%
+if sweep_task is not None:
+    sweep_ls = [l for l in plan[sweep_task] if trained[sweep_task, l]]
+    for l in plan[sweep_task]:
+        ledger.value(ltvs[sweep_task, l], res[sweep_task, l]["accuracy"]["ltv"], where="Figure 5.2")
+else:
+    sweep_ls = []
+
+
+def control_values(key, ls):
+    own = np.array([ctl[sweep_task, l]["control"]["ltv"][key] for l in ls])
+    draws = np.array([[d[key] for d in ctl[sweep_task, l]["control"]["draws"]] for l in ls]).T
+    return own, draws
+
+
+rot_rows = []
+for p in points:
+    c = ctl[p]["control"]
+    row = {"task": p[0], "layer": p[1]}
+    for key, name in (("cos_theta_Qtheta", "cos(v, Qv)"), ("alignment", "align v"), ("alignment_Qtheta", "align Qv"),
+                      ("r2_heldout", "R² held-out")):
+        d = c["summary"][key]
+        row[f"{name}: LTV"] = ledger.cell(ltvs[p], f"{c['ltv'][key]:.3f}", where="Table 5.2")
+        row[f"{name}: random mean [range]"] = f"{d['mean']:.3f} [{min(d['draws']):.3f}, {max(d['draws']):.3f}]"
+    row["random direction's alignment"] = f"{ctl[p]['alignment_random']:.3f}"
+    rot_rows.append(row)
+display(Markdown("(ch05-table-control)=\n\n**Table 5.2.** The LTV against random vectors of its norm at the same "
+                 f"layer ({n_draws} draws, each with its own fitted map): $\\cos(v, Qv)$, task alignment of $v$ "
+                 "and of $Qv$, and the fit's held-out $R^2$."))
+display(pd.DataFrame(rot_rows).set_index(["task", "layer"]))
+
+if len(sweep_ls) >= 3:
+    cos_own, cos_draws = control_values("cos_theta_Qtheta", sweep_ls)
+    cos_ex = control_excess(cos_own, cos_draws, x=sweep_ls, statistic="slope", seed=seed)
+    rot_rule = combine_rule({
+        "cos(θ, Qθ) rises with depth": direction_rule(cos_ex["ltv"].value, cos_ex["ltv"].interval, +1),
+        "it rises more than for random vectors of θ's norm": direction_rule(cos_ex["excess"].value,
+                                                                             cos_ex["excess"].interval, +1),
+    })
+    rot_intervals = {"change of cos(θ, Qθ), first to last layer": cos_ex["ltv"],
+                     "the same for random vectors": cos_ex["control"],
+                     "LTV minus random": cos_ex["excess"]}
+else:
+    rot_rule = not_testable(f"fewer than 3 trained label-space LTVs across depth ({len(sweep_ls)}): no slope")
+    rot_intervals, cos_ex = {}, None
+early_ls = [l for l in sweep_ls if l < lm.middle_layer]
+if len(early_ls) >= 2:
+    a_own = np.array([ctl[sweep_task, l]["control"]["ltv"]["alignment_Qtheta"] - ctl[sweep_task, l]["control"]["ltv"]["alignment"]
+                      for l in early_ls])
+    a_draws = np.array([[d["alignment_Qtheta"] - d["alignment"] for d in ctl[sweep_task, l]["control"]["draws"]]
+                        for l in early_ls]).T
+    al_ex = control_excess(a_own, a_draws, statistic="mean", seed=seed)
+    al_rule = combine_rule({
+        "rotation raises θ's task alignment at early layers": direction_rule(al_ex["ltv"].value, al_ex["ltv"].interval, +1),
+        "by more than it raises random vectors'": direction_rule(al_ex["excess"].value, al_ex["excess"].interval, +1),
+    })
+    al_intervals = {"alignment gain align(Qθ) − align(θ), early layers": al_ex["ltv"],
+                    "the same for random vectors": al_ex["control"], "LTV minus random": al_ex["excess"]}
+else:
+    al_rule = not_testable(f"fewer than 2 trained label-space LTVs before the middle layer ({len(early_ls)})")
+    al_intervals, al_ex = {}, None
+shown = {**{f"rotation: {k}": e for k, e in rot_intervals.items()}, **{f"alignment: {k}": e for k, e in al_intervals.items()}}
+display(pd.DataFrame({k: {"value": f"{e.value:+.3f}", "95 % interval": f"[{e.low:+.3f}, {e.high:+.3f}]",
+                          "layers": e.n} for k, e in shown.items()}).T if shown else Markdown("Not enough layers."))
+
+# %% mystnb={"figure": {"caption": "Top: cos(v, Qv) per injection layer for the trained LTVs of the label-space sweep task and for random vectors of the same norm (mean, band: range of the draws); 1 means no rotation. Bottom: the change of task alignment that the rotation brings, align(Qv) − align(v), for the same vectors. The paper reports cos(θ, Qθ) rising with depth and rotation aligning early vectors with the labels (figures, no numbers).", "name": "ch05-fig-rotation"}}
+fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.2), sharex=True)
+if sweep_ls:
+    for ax, key, ylabel in ((axes[0], "cos", "cos(v, Qv)"), (axes[1], "align", "align(Qv) − align(v)")):
+        if key == "cos":
+            own, draws = control_values("cos_theta_Qtheta", sweep_ls)
+        else:
+            o1, d1 = control_values("alignment_Qtheta", sweep_ls)
+            o0, d0 = control_values("alignment", sweep_ls)
+            own, draws = o1 - o0, d1 - d0
+        ax.plot(sweep_ls, own, "o-", color="C3", label=f"{sweep_task}: LTV θ")
+        ax.plot(sweep_ls, draws.mean(0), "s--", color="0.4", label=f"random vectors of |θ| (mean of {draws.shape[0]})")
+        ax.fill_between(sweep_ls, draws.min(0), draws.max(0), color="0.4", alpha=0.15)
+        ax.set_ylabel(ylabel)
+        ax.axvline(lm.middle_layer, color="0.7", lw=0.8)
+    axes[1].axhline(0, color="0.7", lw=0.8)
+else:
+    for ax in axes:
+        ax.set_ylabel("no trained sweep")
+axes[0].set_title("Rotation across depth: the LTV against random vectors", fontsize=10)
+axes[1].set_title("What the rotation does to task alignment", fontsize=10)
+axes[1].set_xlabel("injection layer $l$")
+handles, labels = axes[0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=9, frameon=False)
+fig.tight_layout(rect=(0, 0.07, 1, 1))
+plt.show()
+
+# %% [markdown]
+# ## Direct linearity checks and the logit lens
 #
 # (ch05-table-checks)=
 
 # %%
 checks = []
-for (t, l), r in res.items():
-    row = {"task": t, "layer": l}
+for p in points:
+    r = res[p]
+    row = {"task": p[0], "layer": p[1]}
     for h in r["homogeneity"]:
         if h["scale"] != 1.0:
-            row[f"coef at a={h['scale']:g}"] = h["coef"]
-            row[f"deviation at a={h['scale']:g}"] = h["rel_dev"]
-    row["additivity error"] = r["additivity_random"]["rel_err"]
-    row["cos(W theta, mean shift)"] = r["w_theta_vs_shift"]["cos"]
+            row[f"coef at a={h['scale']:g}"] = ledger.cell(ltvs[p], f"{h['coef']:.2f}", where="Table 5.3")
+    row["additivity error"] = ledger.cell(ltvs[p], f"{r['additivity_random']['rel_err']:.3f}", where="Table 5.3")
+    row["cos(Wθ, mean shift)"] = ledger.cell(ltvs[p], f"{r['w_theta_vs_shift']['cos']:.3f}", where="Table 5.3")
+    row["|Sθ|/|θ|"] = ledger.cell(ltvs[p], f"{r['norm_ratio']:.2f}", where="Table 5.3")
     checks.append(row)
-checks = pd.DataFrame(checks).set_index(["task", "layer"])
-display(checks.round(3))
-
-# %% [markdown]
-# **Table 5.2.** Direct linearity checks on the fit queries. `coef at a`: the mean shift of $a\theta$
-# projected on the mean shift of $\theta$ (linear: exactly $a$); `deviation at a`: mean over queries of
-# $\|\Delta_q(a\theta) - a\Delta_q(\theta)\| / \|a\Delta_q(\theta)\|$ (linear: 0); `additivity error`: mean over
-# queries of $\|\Delta_q(\theta+\theta_2) - \Delta_q(\theta) - \Delta_q(\theta_2)\| / \|\Delta_q(\theta) + \Delta_q(\theta_2)\|$
-# for a random $\theta_2$ of the same norm; and the cosine between $W\theta$ and the measured mean shift.
-
-# %% [markdown]
-# ## Rotation and stretch across depth
-#
-# (ch05-fig-rotation)=
-
-# %%
-fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
-for i, (t, ls) in enumerate(sweep.items()):
-    sub = table.loc[t].loc[ls]
-    axes[0].plot(ls, sub["cos(theta, Q theta)"], "o-", color=f"C{i}", label=t)
-    axes[1].plot(ls, sub["|S theta|/|theta|"], "o-", color=f"C{i}", label=t)
-    axes[2].plot(ls, sub["align theta"], "o-", color=f"C{i}", label=f"{t}: $\\theta$")
-    axes[2].plot(ls, sub["align Q theta"], "s--", color=f"C{i}", mfc="none", label=f"{t}: $Q\\theta$")
-    axes[2].plot(ls, sub["align random"], ":", color=f"C{i}", lw=1, label=f"{t}: random direction")
-axes[0].set_ylabel(r"$\cos(\theta, Q\theta)$")
-axes[0].set_title("Rotation: how far $Q$ turns $\\theta$")
-axes[1].set_ylabel(r"$\|S\theta\| / \|\theta\|$")
-axes[1].set_yscale("log")
-axes[1].set_title("Stretch")
-axes[2].set_ylabel("task alignment")
-axes[2].set_title("Alignment with the label unembeddings")
-for ax in axes:
-    ax.set_xlabel("injection layer $l$")
-    ax.legend(fontsize=7)
-fig.tight_layout()
-plt.show()
-
-# %% [markdown]
-# **Figure 5.2.** Left: cosine between the LTV $\theta$ and its rotation-only image $Q\theta$ (1 = no
-# rotation). Middle: the stretch $\|S\theta\|/\|\theta\| = \|W\theta\|/\|\theta\|$ (log scale). Right: task
-# alignment (norm of the projection onto the span of the label tokens' effective unembeddings, over the norm)
-# of $\theta$ and of $Q\theta$, with the level of a random direction.
-
-# %%
-ld = pd.DataFrame({(t, l): r["logit_diff"] for (t, l), r in res.items()}).T
-ld.index.names = ["task", "layer"]
-ld = ld.rename(columns={"zero_shot": "no vector", "ltv_lens": "LTV (real shift)"})
-display(ld.round(2))
-
-# %% [markdown]
-# **Table 5.3.** Logit difference (gold label minus the mean of the other labels, averaged over the test
-# queries) of the final logits when nothing, the LTV's real shift, $W\theta$, $Q\theta$ or $S\theta$ is added to
-# the residual stream entering the final norm. For generation tasks the "labels" are the distinct first
-# tokens of the test answers.
-
-# %% [markdown]
-# ## Logit lens: early, middle and late
-
-# %%
-ls_main = sorted(plan[main_task])
-picks = sorted({ls_main[0], min(ls_main, key=lambda l: abs(l - lm.middle_layer)), ls_main[-1]})
-for l in picks:
-    r = res[main_task, l]
-    lens = pd.DataFrame({name: [repr(tok) for tok in toks] for name, toks in r["lens"].items()})
-    lens.index = [f"#{i + 1}" for i in range(len(lens))]
-    display(Markdown(
-        f"**{main_task}, layer {l}**: LTV accuracy {100 * r['accuracy']['ltv']:.1f} %, "
-        f"$\\cos(\\theta, Q\\theta)$ = {r['cos_theta_Qtheta']:.2f}, alignment $\\theta$ {r['alignment']['theta']:.2f} "
-        f"-> $Q\\theta$ {r['alignment']['Q theta']:.2f} (random {r['alignment_random']:.2f})"
-    ))
-    display(lens)
-
-# %% [markdown]
-# **Table 5.4.** Logit lens of $\theta$, $Q\theta$, $S\theta$, $W\theta$ and of the measured mean shift
-# (top tokens of $\mathrm{unembed}(\mathrm{norm}(v))$, best first), for the earliest, the middle and the latest
-# injection layer of the task with the most layers. A vector read alone has no query, so task-relevant tokens
-# show up only if the vector itself points at them.
-
-# %% [markdown]
-# ## What we measured, and how it compares
-#
-# The cell below is computed from the numbers above.
-
-# %%
-ls_all = table.reset_index()
-main = table.loc[main_task].loc[ls_main]
-gap = (ls_all["LTV"] - ls_all["W theta (hook)"]).abs()
-works = ls_all["LTV"] > ls_all["zero-shot"] + 10  # points where the LTV itself does something
-close = ls_all[(gap <= 10) & works]
-broken = ls_all[((gap > 10) | (ls_all["R2 held-out"] < 0)) & works]
-early, late = main.iloc[: max(1, len(main) // 2)], main.iloc[max(1, len(main) // 2) :]
-cos_trend = np.corrcoef(main.index, main["cos(theta, Q theta)"])[0, 1] if len(main) > 2 else float("nan")
-align_gain = (early["align Q theta"] - early["align theta"]).mean()
-align_gain_late = (late["align Q theta"] - late["align theta"]).mean() if len(late) else float("nan")
-hom_worst = checks.filter(like="deviation").max(axis=1)
-worst = hom_worst.idxmax()
-neg = {(t, l): {h["scale"]: h["coef"] for h in r["homogeneity"]}.get(-1.0) for (t, l), r in res.items()}
-neg = {k: v for k, v in neg.items() if v is not None}
-lines = [
-    (f"- **Reconstruction.** $W\\theta$ before the final norm is within 10 accuracy points of the real LTV at "
-     f"{len(close)} of the {int(works.sum())} (task, layer) points where the LTV beats zero-shot by more than 10 "
-     f"points ({len(ls_all)} points in all); mean accuracy LTV {ls_all['LTV'].mean():.1f} %, "
-     f"reconstruction {ls_all['W theta (hook)'].mean():.1f} % (at the last block's input "
-     f"{ls_all['W theta at block L-1'].mean():.1f} %), zero-shot {ls_all['zero-shot'].mean():.1f} %. "
-     "Paper: close to the LTV at most layers. Each query's *own* shift, added at the same site, gives "
-     f"{ls_all['LTV shift at final norm'].mean():.1f} % on average: what $W\\theta$ loses is what differs from "
-     "query to query."),
-    (f"- **Fit quality.** Held-out $R^2$ ranges {ls_all['R2 held-out'].min():.2f} to {ls_all['R2 held-out'].max():.2f}; "
-     f"the explained fraction of the shift {ls_all['explained'].min():.2f} to {ls_all['explained'].max():.2f}. "
-     f"Direct checks: the largest homogeneity deviation is {hom_worst.max():.3f} ({worst[0]} layer {worst[1]}), the "
-     f"largest additivity error {checks['additivity error'].max():.3f}."
-     + (f" Flipping the sign ($a = -1$; linear: coefficient $-1$) gives coefficients from {min(neg.values()):.2f} "
-        f"to {max(neg.values()):.2f}." if neg else "")),
-    (f"- **Rotation against depth** ({main_task}): $\\cos(\\theta, Q\\theta)$ goes from "
-     f"{main['cos(theta, Q theta)'].iloc[0]:.2f} at layer {ls_main[0]} to {main['cos(theta, Q theta)'].iloc[-1]:.2f} "
-     f"at layer {ls_main[-1]} (correlation with depth {cos_trend:.2f}). Paper: rises with depth."),
-    (f"- **Alignment** ({main_task}): in the earlier half of the layers rotation changes the task alignment by "
-     f"{align_gain:+.3f} on average (later half {align_gain_late:+.3f}); a random direction scores "
-     f"{main['align random'].iloc[0]:.2f}. Paper: rotation raises alignment for early layers. Per task, averaged "
-     "over its layers: " + "; ".join(
-         f"{t} {(table.loc[t]['align Q theta'] - table.loc[t]['align theta']).mean():+.3f} "
-         f"({res[t, plan[t][0]]['n_labels']} label tokens, random {table.loc[t]['align random'].iloc[0]:.2f})"
-         for t in plan) + ". With many label tokens (the answers of a generation task) their span covers much "
-     "of the stream and the measure says little."),
-    (f"- **Stretch** ({main_task}): $\\|S\\theta\\|/\\|\\theta\\|$ from {main['|S theta|/|theta|'].iloc[0]:.2f} to "
-     f"{main['|S theta|/|theta|'].iloc[-1]:.2f}."),
-]
-if len(broken):
-    lines.append("- **Where linearity breaks** (among points where the LTV works: reconstruction more than 10 "
-                 "points from the LTV, or negative held-out $R^2$): " + ", ".join(f"{r.task} layer {r.layer} (LTV {r.LTV:.0f} %, $W\\theta$ "
-                 f"{r['W theta (hook)']:.0f} %, $R^2$ {r['R2 held-out']:.2f})" for _, r in broken.iterrows()) + ".")
-else:
-    lines.append("- **Where linearity breaks:** nowhere by these criteria (reconstruction within 10 points and "
-                 "held-out $R^2 \\ge 0$ wherever the LTV beats zero-shot by more than 10 points).")
-display(Markdown("\n".join(lines)))
-print(f"chapter time: {time.perf_counter() - started:.0f} s")
-
-# %% [markdown]
-# ## Where it agrees, where not, and why we think so
-#
-# - **Two kinds of linearity.** The map from $\theta$ to its last-layer effect can be linear *along* $\theta$
-#   (the homogeneity check: scaling $\theta$ scales the shift) without being one linear map for *all*
-#   directions near $\theta$ (the held-out $R^2$, which only scores the part of the shift that varies with
-#   the random perturbation). The reconstruction needs only the first kind: $W\theta$ is fitted to agree with
-#   the mean shift of $\theta$ itself (see `cos(W theta, mean shift)`), so accuracy can survive a modest $R^2$.
-# - **Query dependence.** One $W$ serves every query, so $W\theta$ is one vector added to every query: close to
-#   the *mean* shift of $\theta$. For a task whose answer depends on the query (Antonym, Capitalize: the
-#   answer is a word derived from the input), a single vector added at the very end cannot produce a different
-#   answer for each query unless the final state already holds it; the LTV works because its shift at the last
-#   layer *differs* by query (the column "LTV shift at final norm" restores the LTV's accuracy exactly). For
-#   a classification task the same vector can push every query toward the label set, so a single vector has a
-#   chance there. Whether the paper's $W$ is one map for all queries, and how its reconstruction handles
-#   query-dependent tasks, is not stated in what we could read.
-# - **Local, not global.** The perturbations stay within 30 % of $\|\theta\|$ around $\theta$, so $W$ is a
-#   linearisation at the operating point. The homogeneity check probes far from it ($a = -1$, $a = 4$): where
-#   the coefficients are far from $a$, the propagation is not linear along $\theta$ even if the fit near
-#   $\theta$ explains most of the shift.
-# - **Rotation and stretch.** A late $\theta$ passes through few blocks, so $W$ is close to the identity plus
-#   the last blocks' linearisation: $Q\theta$ stays near $\theta$ and $\cos(\theta, Q\theta)$ is high. An early
-#   $\theta$ passes through the whole network and comes out turned; whether it is turned *toward the label
-#   tokens* is what the alignment columns test. The stretch of late layers reflects the growth of the residual
-#   stream's norm with depth.
-# - **The last layers.** Where the LTV itself fails (its accuracy near zero-shot), agreement of the
-#   reconstruction with it says little; read those points with the LTV's accuracy beside them.
-#
-# ## What differs from the paper, and why
-#
-# - **Noise law, $\lambda$ and ridge are ours** (the paper's are not available): Gaussian perturbations of
-#   norm about $\|\theta\|$ scaled by $\lambda \in \{0.1, 0.2, 0.3\}$, where the second-order part of the response
-#   stays around 10 %; at $\lambda = 1$ it reaches about 50 % on SmolLM2.
-# - **Fit on the query-mean shift, estimated one query per perturbation** with a control variate, instead of
-#   averaging every perturbation over all queries ($n_{\text{queries}}$ times the compute).
-# - **Where the state is read and written.** "Final layer" here means the residual stream entering the final
-#   norm, both for measuring shifts and for injecting $W\theta$ (equal to the output of the last block). The
-#   paper's "inject $W\theta$ at the last layer" could also mean the LTV's own site at the last layer, the input
-#   of block $L-1$; that reading is shown beside ours (one block of attention and MLP still acts on it).
-# - **Model and coverage.** SmolLM2-135M instead of Llama; in the `cpu` profile the layer sweep covers Antonym
-#   only, Capitalize and TREC the middle layer (training an LTV costs about a minute per layer on a CPU);
-#   `paper` covers every task at every layer.
+display(Markdown("**Table 5.3.** `coef at a`: the mean shift of $a\\theta$ projected on the mean shift of $\\theta$ "
+                 "(linear: exactly $a$); `additivity error`: mean over the fit queries of "
+                 "$\\|\\Delta_q(\\theta+\\theta_2) - \\Delta_q(\\theta) - \\Delta_q(\\theta_2)\\| / "
+                 "\\|\\Delta_q(\\theta) + \\Delta_q(\\theta_2)\\|$ for a random $\\theta_2$ of the same norm; the cosine of "
+                 "$W\\theta$ with the measured mean shift; the stretch."))
+display(pd.DataFrame(checks).set_index(["task", "layer"]))
+if sweep_ls:
+    ls_show = sorted({sweep_ls[0], sweep_ls[len(sweep_ls) // 2], sweep_ls[-1]})
+    for l in ls_show:
+        r = res[sweep_task, l]
+        lens = pd.DataFrame({name: [repr(tok) for tok in toks] for name, toks in r["lens"].items()})
+        lens.index = [f"#{i + 1}" for i in range(len(lens))]
+        display(Markdown(f"**Logit lens, {sweep_task}, layer {l}** (top tokens of unembed(norm(v)); "
+                         f"label words: {', '.join(get_task(sweep_task).labels)})"))
+        display(lens)
 
 # %% [markdown]
 # ## Verdicts for the scorecard
 #
-# The rule (the same in every chapter): every check passes → reproduced, some → partly, none → not
-# reproduced; what this run cannot test (fewer than two layers) is "not measured". Linearity: is $W\theta$
-# within 10 points of the LTV at most of the points where the LTV works, and does scaling $\theta$ by $a$
-# scale its mean shift by $a$ within 20 % at every point and scale (Table 5.2)? Rotation against depth
-# (the task with the most layers): is $\cos(\theta, Q\theta)$ higher at the latest layer than at the
-# earliest, and (with three layers or more) correlated with depth above 0.5? Alignment: does rotation raise
-# the task alignment in the earlier half of the layers, and more than in the later half?
+# All three verdicts are decided on label-space tasks only; Antonym is shown beside them and decides nothing.
+# Untrained vectors are left out of every test.
 
 # %%
-homogeneous = all(abs(h["coef"] - h["scale"]) <= 0.2 * abs(h["scale"]) for r in res.values() for h in r["homogeneity"])
-n_works = int(works.sum())
-cos_first, cos_last = main["cos(theta, Q theta)"].iloc[0], main["cos(theta, Q theta)"].iloc[-1]
-rotation_checks = {}
-if len(main) >= 2:
-    rotation_checks[f"cos(θ, Qθ) higher at layer {ls_main[-1]} than at layer {ls_main[0]}"] = cos_last > cos_first
-if len(main) > 2:
-    rotation_checks["cos(θ, Qθ) correlates with depth (r > 0.5)"] = cos_trend > 0.5
-record_claims("05_linearity", [
+dec_recon = ", ".join(f"{t} L{l}" for t, l in recon_points) or "none"
+dec_sweep = f"{sweep_task} at layers {', '.join(map(str, sweep_ls))}" if sweep_ls else "none"
+claims = [
     Claim(
-        paper_claim=4,
-        key="linear-reconstruction",
+        paper_claim=4, key="linear-reconstruction",
         statement="The LTV's effect on the last layer is nearly linear: Wθ injected there does about what θ does.",
-        paper="Wθ at the last layer gives an accuracy close to the LTV's at most layers (Llama models; figure, no "
-              "number in our sources)",
-        ours=f"Wθ within 10 points of the LTV at {len(close)} of {n_works} points where the LTV works; mean LTV "
-             f"{ls_all['LTV'].mean():.1f} %, Wθ {ls_all['W theta (hook)'].mean():.1f} %, zero-shot "
-             f"{ls_all['zero-shot'].mean():.1f} %; largest homogeneity deviation {hom_worst.max():.2f}",
-        checks={
-            "Wθ within 10 points of the LTV at most points where the LTV beats zero-shot by 10+ points":
-                2 * len(close) > n_works,
-            "scaling θ by a scales its mean shift by a, within 20 %, at every point and scale": homogeneous,
-        } if n_works else {},
-        evidence="ch05-fig-reconstruction",
-        evidence_title="Figure 5.1",
+        paper="Wθ at the last layer gives an accuracy close to the LTV's at most layers (Llama models; figure, no number)",
+        ours=(f"pooled label-space points ({dec_recon}): LTV (own shift) {format_estimate(recon_intervals['LTV (own shift) accuracy'])}, "
+              f"Wθ {format_estimate(recon_intervals['Wθ accuracy'])}, gap {format_estimate(recon_intervals['LTV (own shift) − Wθ'], bounds=True)}"
+              if recon_intervals else "no label-space point qualifies"),
+        rule=recon_rule, intervals=recon_intervals, evidence="ch05-fig-reconstruction", evidence_title="Figure 5.1",
+        note=f"decided on: {dec_recon}; 'close' = a gap of at most 10 points (our bound)",
     ),
     Claim(
-        paper_claim=4,
-        key="rotation-depth",
+        paper_claim=4, key="rotation-depth",
         statement="Early vectors are rotated, late ones mostly stretched: cos(θ, Qθ) rises with depth.",
         paper="cos(θ, Qθ) rises with depth; Q close to the identity at late layers (Llama models; figure)",
-        ours=f"{main_task}: cos(θ, Qθ) {cos_first:.2f} at layer {ls_main[0]} → {cos_last:.2f} at layer "
-             f"{ls_main[-1]} (correlation with depth {cos_trend:.2f})",
-        checks=rotation_checks,
-        evidence="ch05-fig-rotation",
-        evidence_title="Figure 5.2",
+        ours=(f"{dec_sweep}: change of cos(θ, Qθ) {cos_ex['ltv'].value:+.3f} [{cos_ex['ltv'].low:+.3f}, "
+              f"{cos_ex['ltv'].high:+.3f}], random vectors {cos_ex['control'].value:+.3f}, LTV minus random "
+              f"{cos_ex['excess'].value:+.3f} [{cos_ex['excess'].low:+.3f}, {cos_ex['excess'].high:+.3f}]"
+              if cos_ex else "not enough trained layers"),
+        rule=rot_rule, intervals=rot_intervals, evidence="ch05-fig-rotation", evidence_title="Figure 5.2",
+        note=f"decided on: {dec_sweep}; trained vectors only, against {n_draws} random vectors per layer",
     ),
     Claim(
-        paper_claim=4,
-        key="rotation-alignment",
+        paper_claim=4, key="rotation-alignment",
         statement="Rotation turns early vectors toward the label unembeddings (task alignment rises).",
         paper="for early layers Qθ aligns with the label unembeddings, θ does not (Llama models; logit lens)",
-        ours=f"{main_task}: rotation changes the task alignment by {align_gain:+.3f} in the earlier half of the "
-             f"layers, {align_gain_late:+.3f} in the later half",
-        checks={
-            "rotation raises the task alignment in the earlier half of the layers": align_gain > 0,
-            "by more than in the later half": align_gain > align_gain_late,
-        } if len(main) >= 2 else {},
-        evidence="ch05-fig-rotation",
-        evidence_title="Figure 5.2",
+        ours=(f"{sweep_task} at layers {', '.join(map(str, early_ls))}: alignment gain {al_ex['ltv'].value:+.3f} "
+              f"[{al_ex['ltv'].low:+.3f}, {al_ex['ltv'].high:+.3f}], random vectors {al_ex['control'].value:+.3f}, "
+              f"LTV minus random {al_ex['excess'].value:+.3f} [{al_ex['excess'].low:+.3f}, {al_ex['excess'].high:+.3f}]"
+              if al_ex else "not enough trained early layers"),
+        rule=al_rule, intervals=al_intervals, evidence="ch05-fig-rotation", evidence_title="Figure 5.2",
+        note=f"decided on: {sweep_task} at layers {', '.join(map(str, early_ls)) or 'none'} (before the middle layer)",
     ),
-], model=model, profile=profile, seed=seed)
+]
+by_key = {c.key: c for c in claims}
+
+# %% [markdown]
+# ## What the measurements say
+#
+# Each paragraph is chosen by the verdict its rule gave.
+
+# %%
+interpret(by_key["linear-reconstruction"], {
+    "reproduced": "On the label-space points the constant Wθ, one vector added to every query, comes within 10 "
+                  "points of the LTV's own shift: the propagation is close enough to linear for the label decision.",
+    "partly": "The reconstruction test gave a mixed outcome.",
+    "not reproduced": "On the label-space points the constant Wθ falls more than 10 points short of the LTV's own "
+                      "shift ({gap}): what the LTV adds differs from query to query in a way one linear image does "
+                      "not carry.",
+    "inconclusive": "The interval of the gap between the LTV's own shift and Wθ ({gap}) straddles the 10-point "
+                    "bound: this run cannot say whether Wθ is close.",
+    "not testable at this scale": "No label-space LTV both trained and beat zero-shot by the margin, so the "
+                                  "reconstruction could not be tested.",
+}, gap=format_estimate(recon_intervals["LTV (own shift) − Wθ"], bounds=True) if recon_intervals else "—")
+
+# %%
+interpret(by_key["rotation-depth"], {
+    "reproduced": "cos(θ, Qθ) rises with depth for the trained label-space LTVs, and by more than it rises for "
+                  "random vectors of the same norm: the fading rotation is a property of the learned vectors.",
+    "partly": "One of the two tests holds and the other does not: compare the LTV's curve with the random vectors' "
+              "in Figure 5.2 (a rise that random vectors share is the network's, not the vector's).",
+    "not reproduced": "cos(θ, Qθ) does not rise with depth, or rises less than for random vectors, on the trained "
+                      "label-space LTVs.",
+    "inconclusive": "Across the trained layers the change of cos(θ, Qθ), and its difference from random vectors', "
+                    "are within their intervals of zero.",
+    "not testable at this scale": "Fewer than three label-space LTVs across depth trained, so no slope could be "
+                                  "measured.",
+})
+
+# %%
+interpret(by_key["rotation-alignment"], {
+    "reproduced": "At the early layers the rotation raises the LTV's task alignment, and by more than it raises "
+                  "random vectors': Q turns θ toward the label unembeddings.",
+    "partly": "One of the two alignment tests holds: compare with the random vectors, whose rotation may raise "
+              "their alignment too.",
+    "not reproduced": "At the early layers the rotation does not raise the LTV's task alignment beyond what it does "
+                      "to random vectors.",
+    "inconclusive": "The early-layer alignment gain, and its excess over random vectors, are within their "
+                    "intervals of zero.",
+    "not testable at this scale": "Fewer than two trained label-space LTVs before the middle layer: not tested.",
+})
+
+# %% [markdown]
+# ## What differs from the paper, and why
+#
+# - **Noise law, $\lambda$ and ridge are ours** (the paper's are not available): Gaussian perturbations of
+#   norm about $\|\theta\|$ scaled by $\lambda \in \{0.1, 0.2, 0.3\}$.
+# - **Fit on the query-mean shift, estimated one query per perturbation** with a control variate.
+# - **"Final layer"** is the residual stream entering the final norm, for measuring shifts and for adding
+#   $W\theta$.
+# - **Upper bound.** Each query's own shift reproduces the LTV by construction; a per-query linear map (one
+#   $W_q$ per query) would sit between it and $W\theta$ but costs $n_{\text{queries}}$ fits, beyond this budget.
+# - **Model and coverage.** SmolLM2-135M; in `cpu` the depth sweep is TREC at six layers of chapter 01's sweep
+#   (no last layers, where the fast recipe often does not train), SST-2 and Antonym at the middle layer.
+
+# %%
+print(f"chapter time: {time.perf_counter() - started:.0f} s")
+record_claims("05_linearity", claims, model=model, profile=profile, seed=seed, ltvs=ledger)

@@ -129,3 +129,96 @@ def control_distribution(
     draws = random_like(vector, n_draws, seed)
     own = float(measure(vector)) if value is None else float(value)
     return summarise_control(own, [float(measure(d)) for d in draws], alternative=alternative)
+
+
+# --------------------------------------------------------------------------------------------------------
+# An LTV's measurement over several points (layers, tasks) against the same measurement on random vectors
+# --------------------------------------------------------------------------------------------------------
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares slope of each row of ``y`` (``(..., k)``) on ``x`` (``(..., k)``), NaN without spread."""
+    xc = x - x.mean(-1, keepdims=True)
+    yc = y - y.mean(-1, keepdims=True)
+    den = (xc * xc).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (xc * yc).sum(-1) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def control_excess(
+    values: Any, draws: Any, *, x: Any = None, statistic: Literal["mean", "slope"] = "mean",
+    n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
+) -> dict[str, Any]:
+    """An LTV's measurement at ``k`` points (e.g. layers) against random vectors' at the same points.
+
+    Args:
+        values: ``(k,)`` the LTV's value at each point.
+        draws: ``(n_draws, k)`` each random draw's value at the same points (draw ``i`` of one point has no
+            tie to draw ``i`` of another: they are resampled independently per point).
+        x: ``(k,)`` the points' positions (e.g. layer indices), needed for ``statistic="slope"``.
+        statistic: ``"mean"``: the mean over points; ``"slope"``: the least-squares slope on ``x`` times the
+            span ``max(x) - min(x)`` (the fitted change from the first point to the last).
+        n_resamples: bootstrap draws: the points with replacement, and at each point the random draws with
+            replacement (so the interval counts the spread of the points and the finite control).
+        seed: the bootstrap's seed.
+
+    Returns:
+        ``{"ltv", "control", "excess"}``, each an :class:`ltvlib.stats.Estimate` of the statistic (the LTV's,
+        the random draws' mean curve's, and the LTV's minus the control's; ``excess`` has ``difference=True``),
+        with ``n`` = the number of points and the percentile interval; ``n_draws`` and ``k``.
+
+    Raises:
+        ValueError: shapes that do not match, fewer than 2 points (3 for a slope), no draw, a value that is not
+            finite, an unknown statistic, or a slope without ``x`` or with all ``x`` equal.
+    """
+    from .stats import Estimate
+
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    d = np.asarray(draws, dtype=np.float64)
+    if d.ndim != 2 or d.shape[1] != v.size or d.shape[0] < 1:
+        raise ValueError(f"draws of shape {d.shape}: expected (n_draws >= 1, {v.size})")
+    if statistic not in ("mean", "slope"):
+        raise ValueError(f"unknown statistic {statistic!r}; allowed: 'mean', 'slope'")
+    if not np.isfinite(v).all() or not np.isfinite(d).all():
+        raise ValueError("control values must be finite (leave untrained vectors' points out before calling)")
+    k = v.size
+    if k < (3 if statistic == "slope" else 2):
+        raise ValueError(f"{statistic} over {k} points: need at least {3 if statistic == 'slope' else 2}")
+    if statistic == "slope":
+        if x is None:
+            raise ValueError("a slope needs the points' positions x")
+        xs = np.asarray(x, dtype=np.float64).reshape(-1)
+        if xs.size != k or not np.isfinite(xs).all() or np.ptp(xs) == 0:
+            raise ValueError(f"x must hold {k} finite positions, not all equal, got {xs.tolist()}")
+        span = float(np.ptp(xs))
+    _check = int(n_resamples)
+    if _check != n_resamples or n_resamples < 100:
+        raise ValueError(f"n_resamples must be an integer >= 100, got {n_resamples!r}")
+    rng = np.random.default_rng(seed)
+    n_draws = d.shape[0]
+
+    def stat(xx: np.ndarray | None, y: np.ndarray) -> np.ndarray:
+        if statistic == "mean":
+            return y.mean(-1)
+        return _slope(xx, y) * span  # type: ignore[arg-type]
+
+    ctrl = d.mean(0)
+    own_v = float(stat(None if statistic == "mean" else xs, v))
+    ctrl_v = float(stat(None if statistic == "mean" else xs, ctrl))
+    pts = rng.integers(0, k, size=(n_resamples, k))
+    picks = rng.integers(0, n_draws, size=(n_resamples, k, n_draws))
+    ctrl_b = d[picks, pts[:, :, None]].mean(-1)  # (R, k): resampled draws' mean at each resampled point
+    own_b = v[pts]
+    xb = xs[pts] if statistic == "slope" else None
+    s_own, s_ctrl = stat(xb, own_b), stat(xb, ctrl_b)
+    ok = np.isfinite(s_own) & np.isfinite(s_ctrl)  # a resample of one repeated layer has no slope
+    alpha = (1 - confidence) / 2
+
+    def est(value: float, boot: np.ndarray, diff: bool) -> Estimate:
+        lo, hi = np.quantile(boot[ok], [alpha, 1 - alpha])
+        return Estimate(value, min(float(lo), value), max(float(hi), value), n=k, seeds=1, confidence=confidence,
+                        method=f"bootstrap over points and draws ({statistic})", resamples=int(ok.sum()),
+                        difference=diff)
+
+    return {"ltv": est(own_v, s_own, statistic == "slope"), "control": est(ctrl_v, s_ctrl, statistic == "slope"),
+            "excess": est(own_v - ctrl_v, s_own - s_ctrl, True), "n_draws": int(n_draws), "k": int(k)}

@@ -568,6 +568,13 @@ def attention_stats(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit
 # --------------------------------------------------------------------------------------------------------
 
 
+def _flags(result: dict[str, Any]) -> dict[str, list[int] | None]:
+    """Per-query 0/1 correctness of a :func:`head_accuracy` result: ``{"full", "label"}`` (label None for an
+    open-vocabulary task), kept so that differences between conditions get paired bootstrap intervals."""
+    label = result["label_correct"]
+    return {"full": [int(c) for c in result["correct"]], "label": None if label is None else [int(c) for c in label]}
+
+
 def vector_key(ltv: Any) -> dict[str, Any]:
     """What identifies a trained vector in a result key: its metadata, a checksum of its values and its task's
     definition and data (the queries' gold answers come from them)."""
@@ -606,7 +613,10 @@ def key_head_experiment(
         the layers after the injection layer hold too few other heads),
         ``random_heads`` (the first control's draws), ``attention`` ({first, final}, L x H each), ``layer``,
         ``n_queries``, ``n_test``, and ``key_u_shape`` / ``key_after_u_shape`` (:func:`u_shape_test` of each
-        set over the layers from the injection layer on; None with fewer than 3 such layers).
+        set over the layers from the injection layer on; None with fewer than 3 such layers). Per-query
+        correctness for paired intervals (each ``{"full": [0/1...], "label": [0/1...] or None}``): ``correct``
+        (LTV alone), ``zero_shot_correct``, ``key_correct`` / ``key_after_correct`` ({zero, mean}) and
+        ``random_correct`` / ``random_after_correct`` ({zero: [one per draw], mean: [...]}, or None).
     """
     if n_random < 1:
         raise ValueError(f"n_random must be at least 1, got {n_random}")
@@ -622,8 +632,10 @@ def key_head_experiment(
         means = mean_head_outputs(lm, analysis, edits)
         stats = attention_stats(lm, analysis, edits)
         runner = last_token_runner(lm, ltv.task, test)
+        alone = head_accuracy(lm, runner, edits)
         out: dict[str, Any] = {
-            "saliency": saliency.tolist(), "accuracy": head_accuracy(lm, runner, edits)["accuracy"],
+            "saliency": saliency.tolist(), "accuracy": alone["accuracy"], "correct": _flags(alone),
+            "zero_shot_correct": _flags(head_accuracy(lm, runner)),
             "attention": {"first": stats.first.tolist(), "final": stats.final.tolist()}, "layer": layer,
             "n_queries": len(queries), "n_test": len(test),
         }
@@ -633,19 +645,24 @@ def key_head_experiment(
             out[f"{name}_heads"] = [list(h) for h in keys]
             enough = lm.n_layers - layer >= 3 and any(l >= layer for l, _ in keys)
             out[f"{name}_u_shape"] = u_shape_test(keys, layer, lm.n_layers, lm.geometry.n_heads).to_dict() if enough else None
-            out[name] = {mode: head_accuracy(lm, runner, edits, heads=keys, mode=mode, means=means)["accuracy"]
-                         for mode in ("zero", "mean")}
+            ablated = {mode: head_accuracy(lm, runner, edits, heads=keys, mode=mode, means=means)
+                       for mode in ("zero", "mean")}
+            out[name] = {mode: r["accuracy"] for mode, r in ablated.items()}
+            out[f"{name}_correct"] = {mode: _flags(r) for mode, r in ablated.items()}
             if (lm.n_layers - min_layer) * lm.geometry.n_heads - len(keys) < len(keys):
                 out[control] = None  # too few other heads after the injection layer for a control
+                out[f"{control}_correct"] = None
                 continue
             out[control] = {"zero": [], "mean": []}
+            out[f"{control}_correct"] = {"zero": [], "mean": []}
             draws = [random_heads(lm, len(keys), seed + d, exclude=keys, min_layer=min_layer) for d in range(n_random)]
             if name == "key":
                 out["random_heads"] = [[list(h) for h in heads] for heads in draws]
             for heads in draws:
                 for mode in ("zero", "mean"):
-                    out[control][mode].append(
-                        head_accuracy(lm, runner, edits, heads=heads, mode=mode, means=means)["accuracy"])
+                    r = head_accuracy(lm, runner, edits, heads=heads, mode=mode, means=means)
+                    out[control][mode].append(r["accuracy"])
+                    out[f"{control}_correct"][mode].append(_flags(r))
         return out
 
     return cached_json("key-heads/ablation", key, compute)

@@ -623,7 +623,9 @@ def linearity_config(profile: Profile) -> LinearityConfig:
 
 
 def linearity_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
-    """Which (task, layers) the chapter covers in ``profile``.
+    """Antonym-centred layer grid of the earlier chapter 05, kept as the grid chapter 08's
+    :func:`ltvlib.across_models.linearity_layers` picks its layers from (chapter 05 itself now uses
+    :func:`mechanism_plan`).
 
     ``paper``: every task at every layer. ``cpu``: training one LTV costs about a minute on two CPU cores,
     so Antonym gets 8 spread layers (sharing chapter 01's layers 0, 10, 15, 19, 29) and Capitalize and TREC
@@ -638,6 +640,33 @@ def linearity_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
         return {"antonym": antonym, "capitalize": [mid], "trec": [mid]}
     if profile.name == "smoke":
         return {"antonym": [mid, n - 1]}
+    raise ValueError(f"no linearity plan for profile {profile.name!r}")
+
+
+def mechanism_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
+    """Which (task, layers) chapter 05 covers (issue 17) in ``profile``: label-space tasks first (they decide its verdicts),
+    then open-vocabulary tasks beside them.
+
+    ``paper``: every task at every layer. ``cpu``: TREC (a label-space task with short prompts) at six layers
+    of chapter 01's TREC sweep (:func:`ltvlib.experiments_extracted.ltv_layers`, cached vectors: 3, 6, 10, 15,
+    19, 23 on a 30-layer model; the last layers are left out, where the fast recipe's LTVs often do not
+    train), SST-2 and Antonym at the middle layer (chapter 00's vectors). ``smoke``: SST-2 at three layers
+    (a quarter, the middle, three quarters), Antonym at the middle layer.
+    """
+    n, mid = lm.n_layers, lm.middle_layer
+    if profile.name == "paper":
+        labelled = [t for t in profile.tasks if get_task(t).labels]
+        return {t: list(range(n)) for t in labelled + [t for t in profile.tasks if t not in labelled]}
+    if profile.name == "cpu":
+        from .experiments_extracted import ltv_layers
+
+        sweep = [l for l in ltv_layers(lm, "trec", profile) if 0 < l < round(0.8 * n)]
+        if len(sweep) > 6:  # six spread layers of the sweep, the middle one among them
+            picks = {sweep[round(i * (len(sweep) - 1) / 5)] for i in range(6)}
+            sweep = sorted(picks | {mid}) if mid in sweep and len(picks | {mid}) <= 7 else sorted(picks)
+        return {"trec": sweep, "sst2": [mid], "antonym": [mid]}
+    if profile.name == "smoke":
+        return {"sst2": sorted({round(n / 4), mid, round(3 * n / 4)}), "antonym": [mid]}
     raise ValueError(f"no linearity plan for profile {profile.name!r}")
 
 
@@ -726,6 +755,16 @@ def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed:
             "q_distance_from_identity": float((q - torch.eye(q.shape[0])).norm() / math.sqrt(q.shape[0])),
             "singular_values": {"max": float(sv[0]), "median": float(sv.median()), "min": float(sv[-1])},
             "lens": {name: logit_lens(lm, v.to(lm.device), k) for name, v in vectors.items()},
+            # the LTV's :func:`vector_diagnostics` (same keys as a control draw's), and W theta itself, so the
+            # control (:func:`profile_linearity_control`) need not refit the LTV's map
+            "diagnostics": {
+                "cos_mean_shift": cosine(theta, mean_shift), "alignment": float(task_alignment(lm, theta, labels)),
+                "alignment_mean_shift": float(task_alignment(lm, mean_shift, labels)),
+                "cos_theta_Qtheta": cosine(theta, q_t), "alignment_Qtheta": float(task_alignment(lm, q_t, labels)),
+                "alignment_Wtheta": float(task_alignment(lm, w_t, labels)), "r2_heldout": fit.r2_heldout,
+                "norm_ratio": float(s_t.norm() / theta.norm()),
+            },
+            "w_theta": w_t.tolist(),
             "fit_seconds": fit_seconds, "seconds": time.perf_counter() - start,
         }
 
@@ -740,7 +779,8 @@ def profile_linearity_control(
     The LTV is :func:`ltvlib.experiments.profile_ltv` (as in :func:`profile_linearity`). ``control``:
     :func:`linearity_control` of the LTV against ``n_draws`` random vectors of its norm
     (:func:`ltvlib.controls.random_like`, seed ``seed + 2``) on the fit queries; each draw refits ``W`` (the
-    cost is ``n_draws`` fits; ``fit=False`` measures only the fit-free quantities). ``shift_accuracy`` (on
+    cost is ``n_draws`` fits; ``fit=False`` measures only the fit-free quantities); the LTV's own values and
+    ``W theta`` come from :func:`profile_linearity` (cached, same fit). ``shift_accuracy`` (on
     the test queries): :func:`shift_accuracies` with ``W theta`` as the constant, so the paper's constant
     shift stands beside its upper bound, each query's own shift; label-restricted accuracies for
     classification tasks.
@@ -765,14 +805,15 @@ def profile_linearity_control(
         test = _memo(_PROBES, ("test", id(lm.model), task, splits.test), lambda: ShiftProbe(lm, task, splits.test))
         token_ids = label_token_ids(lm, task, list(splits.test))
         draws = random_like(theta.cpu(), n_draws, seed + 2)
-        own, w = _diagnostics(probe, layer, theta, token_ids, config, True)
+        base = profile_linearity(lm, task, profile, layer, seed=seed)
+        own = dict(base["diagnostics"])
         if not fit:
             own = {k: own[k] for k in ("cos_mean_shift", "alignment", "alignment_mean_shift")}
         control = linearity_control(probe, layer, theta, token_ids, draws, config, fit=fit, ltv_values=own)
-        assert w is not None
+        w_theta = torch.tensor(base["w_theta"], dtype=torch.float32)
         labels = token_ids if get_task(task).labels else None
         return {"task": task, "layer": layer, "control": control, "alignment_random": alignment_baseline(lm, token_ids),
-                "shift_accuracy": shift_accuracies(test, layer, theta, w @ theta, labels),
+                "shift_accuracy": shift_accuracies(test, layer, theta, w_theta, labels),
                 "seconds": time.perf_counter() - start}
 
     return cached_json("linearity/control", key, compute)

@@ -290,11 +290,12 @@ def paper_ov(lm: Any, vector: Tensor, layer: int, *, variant: str = "paper") -> 
 
 
 def proportion_record(correct: Sequence[bool]) -> dict[str, Any]:
-    """``{"successes", "n", "value", "low", "high"}`` of per-query correctness, with the Wilson 95 % interval
-    (:class:`ltvlib.stats.Proportion`)."""
-    p = Proportion(int(sum(bool(c) for c in correct)), len(correct))
+    """``{"successes", "n", "value", "low", "high", "correct"}`` of per-query correctness, with the Wilson 95 %
+    interval (:class:`ltvlib.stats.Proportion`) and the per-query 0/1 list (for paired bootstraps)."""
+    flags = [int(bool(c)) for c in correct]
+    p = Proportion(sum(flags), len(flags))
     lo, hi = p.interval
-    return {"successes": p.successes, "n": p.n, "value": p.value, "low": lo, "high": hi}
+    return {"successes": p.successes, "n": p.n, "value": p.value, "low": lo, "high": hi, "correct": flags}
 
 
 def injected_accuracy(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int) -> dict[str, Any]:

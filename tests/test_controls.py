@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltvlib.controls import control_distribution, random_like, summarise_control
+import numpy as np
+
+from ltvlib.controls import control_distribution, control_excess, random_like, summarise_control
 
 
 def test_random_like_norms_shapes_and_determinism():
@@ -78,3 +80,40 @@ def test_control_distribution_on_a_synthetic_measure():
     assert 0.25 < inside.p_value < 0.75
     given = control_distribution(measure, ortho, n, seed=4, value=0.0)
     assert given.p_value == inside.p_value
+
+
+def test_control_excess_mean_and_slope_follow_their_definitions():
+    layers = np.array([2.0, 6.0, 10.0, 14.0])
+    ltv = 0.1 + 0.05 * layers  # rises by 0.6 over the span of 12 layers
+    draws = np.stack([0.2 + 0.0 * layers + 0.01 * i for i in range(4)])  # flat control around 0.215
+    slope = control_excess(ltv, draws, x=layers, statistic="slope", n_resamples=400, seed=1)
+    assert slope["ltv"].value == pytest.approx(0.6)
+    assert slope["control"].value == pytest.approx(0.0, abs=1e-12)
+    assert slope["excess"].value == pytest.approx(0.6) and slope["excess"].difference
+    assert slope["excess"].low > 0 and slope["k"] == 4 and slope["n_draws"] == 4 and slope["excess"].n == 4
+    mean = control_excess(ltv, draws, statistic="mean", n_resamples=400, seed=1)
+    assert mean["ltv"].value == pytest.approx(ltv.mean())
+    assert mean["control"].value == pytest.approx(draws.mean())
+    assert mean["excess"].value == pytest.approx(ltv.mean() - draws.mean())
+    # an LTV that is one of the random draws shows no excess: the interval covers 0
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=(9, 5))
+    same = control_excess(noise[0], noise[1:], x=np.arange(5), statistic="slope", n_resamples=1000, seed=0)
+    assert same["excess"].low < 0 < same["excess"].high
+    # the same seed gives the same interval
+    assert control_excess(ltv, draws, statistic="mean", n_resamples=400, seed=1)["excess"] == mean["excess"]
+
+
+def test_control_excess_rejects_bad_input():
+    with pytest.raises(ValueError, match="draws of shape"):
+        control_excess([1.0, 2.0], [[1.0, 2.0, 3.0]])
+    with pytest.raises(ValueError, match="need at least 3"):
+        control_excess([1.0, 2.0], [[1.0, 2.0]], x=[0, 1], statistic="slope")
+    with pytest.raises(ValueError, match="positions x"):
+        control_excess([1.0, 2.0, 3.0], [[1.0, 2.0, 3.0]], statistic="slope")
+    with pytest.raises(ValueError, match="not all equal"):
+        control_excess([1.0, 2.0, 3.0], [[1.0, 2.0, 3.0]], x=[4, 4, 4], statistic="slope")
+    with pytest.raises(ValueError, match="finite"):
+        control_excess([1.0, float("nan")], [[1.0, 2.0]])
+    with pytest.raises(ValueError, match="statistic"):
+        control_excess([1.0, 2.0], [[1.0, 2.0]], statistic="median")

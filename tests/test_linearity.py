@@ -328,3 +328,27 @@ def test_profile_linearity_control_puts_the_constant_shift_beside_its_upper_boun
     assert acc["own_shift"]["label_accuracy"]["n"] == prof.n_test
     assert linearity_config(prof).n_queries == 8
     assert profile_linearity_control(lm, "sst2", prof, 1, n_draws=2) == res  # cached
+    # the control takes the LTV's own values from profile_linearity (no second fit of the LTV's map)
+    assert ctl["ltv"] == ref["diagnostics"]
+    assert set(ref["diagnostics"]) == set(ctl["draws"][0])
+    assert len(ref["w_theta"]) == lm.d_model
+    own = acc["own_shift"]["accuracy"]
+    assert len(own["correct"]) == prof.n_test and sum(own["correct"]) == own["successes"]
+
+
+def test_mechanism_plan_puts_label_space_tasks_first_and_sweeps_one():
+    from ltvlib.linearity import mechanism_plan
+    from ltvlib.profiles import get_profile
+    from ltvlib.tasks import get_task
+
+    class Depth:
+        n_layers, middle_layer = 30, 15
+
+    cpu = mechanism_plan(Depth(), get_profile("cpu"))
+    assert list(cpu) == ["trec", "sst2", "antonym"] and cpu["sst2"] == cpu["antonym"] == [15]
+    assert len(cpu["trec"]) == 6 and 15 in cpu["trec"] and max(cpu["trec"]) < 24 and min(cpu["trec"]) > 0
+    smoke = mechanism_plan(Depth(), get_profile("smoke"))
+    assert smoke == {"sst2": [8, 15, 22], "antonym": [15]}
+    paper = mechanism_plan(Depth(), get_profile("paper"))
+    labelled = [t for t in paper if get_task(t).labels]
+    assert list(paper)[: len(labelled)] == labelled and all(v == list(range(30)) for v in paper.values())

@@ -342,3 +342,14 @@ def test_chapter_helpers_label_the_paper_form_and_report_the_control(llama, cach
     u = kh["key_after_u_shape"]
     assert u["n"] == len(kh["key_after_heads"]) == 3 and u["n_before"] == 0 and sum(u["counts"]) == 3
     assert 0 < u["p_value"] <= 1 and u["effect_low"] <= u["effect"] <= u["effect_high"]
+    # per-query correctness behind every accuracy, for paired intervals in the chapter
+    for name, rec in res["proportions"].items():
+        assert len(rec["accuracy"]["correct"]) == len(test) and sum(rec["accuracy"]["correct"]) == rec["accuracy"]["successes"]
+        assert sum(rec["label_accuracy"]["correct"]) == rec["label_accuracy"]["successes"]
+    assert [len(d["accuracy"]["correct"]) for d in ctl["draws"]] == [len(test)] * 2
+    assert kh["correct"]["full"] and sum(kh["correct"]["full"]) / len(test) == pytest.approx(kh["accuracy"])
+    assert len(kh["zero_shot_correct"]["label"]) == len(test)
+    for name in ("key", "key_after"):
+        for mode in ("zero", "mean"):
+            assert sum(kh[f"{name}_correct"][mode]["full"]) / len(test) == pytest.approx(kh[name][mode])
+    assert [sum(d["full"]) / len(test) for d in kh["random_correct"]["zero"]] == pytest.approx(kh["random"]["zero"])
