@@ -163,8 +163,10 @@ print(f"vectors: {time.perf_counter() - t0:.0f} s")
 
 # %%
 t0 = time.perf_counter()
-ov = {t: ov_experiment(lm, ltvs[t], *queries_and_test(t)) for t in task_list}
-ovc = {t: ov_control_experiment(lm, ltvs[t], queries_and_test(t)[1], n_draws=n_draws, seed=seed) for t in task_list}
+# an untrained vector is its random start: nothing of it is measured or shown
+analysed = [t for t in task_list if trained[t]]
+ov = {t: ov_experiment(lm, ltvs[t], *queries_and_test(t)) for t in analysed}
+ovc = {t: ov_control_experiment(lm, ltvs[t], queries_and_test(t)[1], n_draws=n_draws, seed=seed) for t in analysed}
 print(f"OV reconstructions and controls: {time.perf_counter() - t0:.0f} s")
 OV_COLUMNS = {"zero_shot": "zero-shot", "ltv": "LTV θ", "ov_raw": "θ_OV (paper)", "mlp": "MLP control",
               "ov": "θ_OV scaled (ours)", "ov_weighted": "θ_OV attention-weighted (ours)",
@@ -174,6 +176,9 @@ OV_COLUMNS = {"zero_shot": "zero-shot", "ltv": "LTV θ", "ov_raw": "θ_OV (paper
 def ov_rows(kind):
     rows = []
     for t in task_list:
+        if not trained[t]:
+            rows.append({"task": t, "trained": ledger.cell(ltvs[t], "yes", where="Table 4.1")})
+            continue
         recs = ov[t]["proportions"]
         if kind == "label_accuracy" and recs["ltv"]["label_accuracy"] is None:
             continue
@@ -196,7 +201,7 @@ display(Markdown("Size of each replacement relative to θ (ratio of L2 norms) an
 display(pd.DataFrame({t: {f"{OV_COLUMNS[k]}: |v|/|θ|": ov[t]["norm"][k] / ov[t]["norm"]["ltv"]
                           for k in ("ov_raw", "mlp", "ov", "ov_weighted")}
                       | {f"{OV_COLUMNS[k]}: cos": ov[t]["cos"][k] for k in ("ov_raw", "mlp", "ov", "ov_weighted")}
-                      for t in task_list}).T.round(2))
+                      for t in analysed}).T.round(2))
 
 # %% [markdown]
 # The claim is tested on the label-space tasks' test queries pooled (each query counted once). Four parts,
@@ -272,8 +277,8 @@ for ax, kind, title in ((axes[0], "accuracy", "whole vocabulary"), (axes[1], "la
     for i, (k, name, color) in enumerate(BARS):
         vals, lo, hi = [], [], []
         for t in task_list:
-            rec = ov[t]["proportions"]["ltv"][kind]
-            if rec is None or not trained[t]:
+            rec = ov[t]["proportions"]["ltv"][kind] if trained[t] else None
+            if rec is None:
                 vals.append(np.nan), lo.append(0), hi.append(0)
                 continue
             if k == "random":
@@ -311,7 +316,7 @@ plt.show()
 # %%
 t0 = time.perf_counter()
 kh = {t: key_head_experiment(lm, ltvs[t], *queries_and_test(t), fraction=fraction, n_random=n_random, seed=seed)
-      for t in task_list}
+      for t in analysed}
 print(f"key heads and ablations: {time.perf_counter() - t0:.0f} s")
 
 
@@ -324,6 +329,9 @@ def acc_text(flags):
 def ablation_table(kind):
     rows = []
     for t in task_list:
+        if not trained[t]:
+            rows.append({"task": t, "n": ledger.cell(ltvs[t], "", where="Table 4.2")})
+            continue
         r = kh[t]
         if r["correct"][kind] is None:
             continue
@@ -409,7 +417,7 @@ plt.show()
 
 # %%
 u_rows = []
-for t in task_list:
+for t in analysed:
     u = kh[t]["key_after_u_shape"]
     if u is None:
         continue
@@ -491,7 +499,7 @@ def mean_difference(a, b, n_resamples=2000, seed=0):
 
 
 att_rows = []
-for t in task_list:
+for t in analysed:
     first, final, is_key, same = head_groups(t)
     for name, sel in (("key heads", is_key), ("other heads, same layers", same), ("all other heads", ~is_key)):
         att_rows.append({"task": t, "heads": name, "n": int(sel.sum()), "to first token": first[sel].mean(),
@@ -603,7 +611,7 @@ claims = [
 by_key = {c.key: c for c in claims}
 
 # %% [markdown]
-# ## What the measurements say
+# ## What we measured, and what it says
 #
 # Each paragraph below is chosen by the verdict its rule gave (texts for every outcome are written in the
 # cell).

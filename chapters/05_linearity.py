@@ -109,9 +109,10 @@ display(Markdown(
 t0 = time.perf_counter()
 points = [(t, l) for t, ls in plan.items() for l in ls]
 ltvs = {(t, l): profile_ltv(lm, t, prof, layers=[l], seed=seed) for t, l in points}
-res = {p: profile_linearity(lm, p[0], prof, p[1], seed=seed) for p in points}
-ctl = {p: profile_linearity_control(lm, p[0], prof, p[1], seed=seed, n_draws=n_draws) for p in points}
 trained = {p: ltvs[p].trained is True for p in points}
+# an untrained vector is its random start: nothing of it is measured or shown
+res = {p: profile_linearity(lm, p[0], prof, p[1], seed=seed) for p in points if trained[p]}
+ctl = {p: profile_linearity_control(lm, p[0], prof, p[1], seed=seed, n_draws=n_draws) for p in points if trained[p]}
 print(f"LTVs, fits and controls: {time.perf_counter() - t0:.0f} s")
 
 
@@ -119,9 +120,16 @@ def fmt(rec):
     return f"{100 * rec['value']:.1f} % [{100 * rec['low']:.1f}, {100 * rec['high']:.1f}]"
 
 
+def untrained_row(p, where):
+    return {"task": p[0], "layer": p[1], "trained": ledger.cell(ltvs[p], "yes", where=where)}
+
+
 rows = []
 for p in points:
     t, l = p
+    if not trained[p]:
+        rows.append(untrained_row(p, "Table 5.1"))
+        continue
     sa = ctl[p]["shift_accuracy"]
     row = {"task": t, "layer": l, "label space": t in label_tasks, "n": sa["zero_shot"]["accuracy"]["n"],
            "LTV at block l": ledger.cell(ltvs[p], f"{100 * res[p]['accuracy']['ltv']:.1f} %", where="Table 5.1"),
@@ -133,7 +141,7 @@ for p in points:
         row[name] = "—" if rec is None else (fmt(rec) if k == "zero_shot" else ledger.cell(ltvs[p], fmt(rec), where="Table 5.1"))
     row["R² held-out"] = ledger.cell(ltvs[p], f"{res[p]['r2_heldout']:.2f}", where="Table 5.1")
     rows.append(row)
-display(Markdown("(ch05-table-fit)=\n\n**Table 5.1.** Test accuracy with the LTV at block $l$, and with vectors "
+display(Markdown("**Table 5.1.** Test accuracy with the LTV at block $l$, and with vectors "
                  "added to the final-norm input: nothing (zero-shot), the paper's constant $W\\theta$, the "
                  "query-mean shift, each query's own shift (the upper bound; equals the LTV); whole vocabulary "
                  "and label words only, Wilson 95 % intervals; the fit's held-out $R^2$."))
@@ -151,8 +159,10 @@ display(ledger.summary())
 
 # %%
 def works(p):
+    if not trained[p]:
+        return False
     sa = ctl[p]["shift_accuracy"]
-    return trained[p] and sa["own_shift"]["accuracy"]["value"] >= sa["zero_shot"]["accuracy"]["value"] + works_margin
+    return sa["own_shift"]["accuracy"]["value"] >= sa["zero_shot"]["accuracy"]["value"] + works_margin
 
 
 recon_points = [p for p in points if p[0] in label_tasks and works(p)]
@@ -187,8 +197,8 @@ for ax, kind, title in ((axes[0], "accuracy", "whole vocabulary"), (axes[1], "la
     for j, t in enumerate(t for t in plan if t != sweep_task):
         for k, name, color, style in SERIES:
             for l in plan[t]:
-                rec = ctl[t, l]["shift_accuracy"][k][kind]
-                if rec is None or not trained[t, l]:
+                rec = ctl[t, l]["shift_accuracy"][k][kind] if trained[t, l] else None
+                if rec is None:
                     continue
                 ax.errorbar(l + 0.3 * (j + 1), 100 * rec["value"], yerr=[[100 * (rec["value"] - rec["low"])],
                             [100 * (rec["high"] - rec["value"])]], fmt=["D", "v", "P"][j % 3], color=color, ms=5,
@@ -199,7 +209,7 @@ for ax, kind, title in ((axes[0], "accuracy", "whole vocabulary"), (axes[1], "la
 axes[1].set_xlabel("injection layer $l$")
 handles, labels = axes[0].get_legend_handles_labels()
 fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
-fig.tight_layout(rect=(0, 0.16, 1, 1))
+fig.tight_layout(rect=(0, 0.14, 1, 1))
 plt.show()
 
 # %% [markdown]
@@ -218,7 +228,8 @@ plt.show()
 if sweep_task is not None:
     sweep_ls = [l for l in plan[sweep_task] if trained[sweep_task, l]]
     for l in plan[sweep_task]:
-        ledger.value(ltvs[sweep_task, l], res[sweep_task, l]["accuracy"]["ltv"], where="Figure 5.2")
+        ledger.value(ltvs[sweep_task, l], res[sweep_task, l]["accuracy"]["ltv"] if trained[sweep_task, l] else 0.0,
+                     where="Figure 5.2")
 else:
     sweep_ls = []
 
@@ -231,6 +242,9 @@ def control_values(key, ls):
 
 rot_rows = []
 for p in points:
+    if not trained[p]:
+        rot_rows.append(untrained_row(p, "Table 5.2"))
+        continue
     c = ctl[p]["control"]
     row = {"task": p[0], "layer": p[1]}
     for key, name in (("cos_theta_Qtheta", "cos(v, Qv)"), ("alignment", "align v"), ("alignment_Qtheta", "align Qv"),
@@ -240,7 +254,7 @@ for p in points:
         row[f"{name}: random mean [range]"] = f"{d['mean']:.3f} [{min(d['draws']):.3f}, {max(d['draws']):.3f}]"
     row["random direction's alignment"] = f"{ctl[p]['alignment_random']:.3f}"
     rot_rows.append(row)
-display(Markdown("(ch05-table-control)=\n\n**Table 5.2.** The LTV against random vectors of its norm at the same "
+display(Markdown("**Table 5.2.** The LTV against random vectors of its norm at the same "
                  f"layer ({n_draws} draws, each with its own fitted map): $\\cos(v, Qv)$, task alignment of $v$ "
                  "and of $Qv$, and the fit's held-out $R^2$."))
 display(pd.DataFrame(rot_rows).set_index(["task", "layer"]))
@@ -308,12 +322,13 @@ plt.show()
 
 # %% [markdown]
 # ## Direct linearity checks and the logit lens
-#
-# (ch05-table-checks)=
 
 # %%
 checks = []
 for p in points:
+    if not trained[p]:
+        checks.append(untrained_row(p, "Table 5.3"))
+        continue
     r = res[p]
     row = {"task": p[0], "layer": p[1]}
     for h in r["homogeneity"]:
@@ -368,7 +383,8 @@ claims = [
               f"{cos_ex['excess'].value:+.3f} [{cos_ex['excess'].low:+.3f}, {cos_ex['excess'].high:+.3f}]"
               if cos_ex else "not enough trained layers"),
         rule=rot_rule, intervals=rot_intervals, evidence="ch05-fig-rotation", evidence_title="Figure 5.2",
-        note=f"decided on: {dec_sweep}; trained vectors only, against {n_draws} random vectors per layer",
+        note=(f"decided on: {dec_sweep}; trained vectors only, against {n_draws} random vectors per layer"
+              if cos_ex else f"needs 3 trained label-space layers; trained: {dec_sweep}"),
     ),
     Claim(
         paper_claim=4, key="rotation-alignment",
@@ -379,13 +395,14 @@ claims = [
               f"LTV minus random {al_ex['excess'].value:+.3f} [{al_ex['excess'].low:+.3f}, {al_ex['excess'].high:+.3f}]"
               if al_ex else "not enough trained early layers"),
         rule=al_rule, intervals=al_intervals, evidence="ch05-fig-rotation", evidence_title="Figure 5.2",
-        note=f"decided on: {sweep_task} at layers {', '.join(map(str, early_ls)) or 'none'} (before the middle layer)",
+        note=(f"decided on: {sweep_task} at layers {', '.join(map(str, early_ls))} (before the middle layer)" if al_ex
+              else f"needs 2 trained label-space layers before the middle layer; trained: {', '.join(map(str, early_ls)) or 'none'}"),
     ),
 ]
 by_key = {c.key: c for c in claims}
 
 # %% [markdown]
-# ## What the measurements say
+# ## What we measured, and what it says
 #
 # Each paragraph is chosen by the verdict its rule gave.
 
