@@ -363,7 +363,12 @@ if deciding:
     key_gap = paired_bootstrap_difference(rnd_c, key_c[None])  # random-head ablation minus key-head ablation
     key_drop = paired_bootstrap_difference(ltv_c, key_c)
     key_rule = direction_rule(key_gap.value, key_gap.interval, +1)
-    key_intervals = {"random-head minus key-head ablation (zero)": key_gap, "LTV minus key-head ablation": key_drop}
+    # mean-ablation keeps each head's average output and removes only what varies with the query: shown and
+    # recorded, not deciding (the paper does not say which it used; zero-ablation is the common reading)
+    key_m = pooled(lambda t: kh[t]["key_correct"]["mean"]["full"], deciding)
+    rnd_m = pooled(lambda t: [d["full"] for d in kh[t]["random_correct"]["mean"]], deciding)
+    key_intervals = {"random-head minus key-head ablation (zero)": key_gap, "LTV minus key-head ablation": key_drop,
+                     "random-head minus key-head ablation (mean, not deciding)": paired_bootstrap_difference(rnd_m, key_m[None])}
 else:
     key_rule = not_testable("no label-space task's LTV trained at the middle layer")
     key_intervals = {}
@@ -650,6 +655,13 @@ interpret(by_key["key-heads"], {
     "not testable at this scale": "No label-space LTV trained at the middle layer; the key-head ablation was not "
                                   "tested.",
 }, gap=est_text(key_intervals.get("random-head minus key-head ablation (zero)")))
+
+# %%
+Markdown("Mean-ablation instead (each key head keeps its average output over the analysis queries, so only "
+         "what varies with the query is removed; not deciding): random-head minus key-head accuracy "
+         f"{est_text(key_intervals.get('random-head minus key-head ablation (mean, not deciding)'))}. A large gap "
+         "under zero-ablation with none under mean-ablation would say that the key heads matter through their "
+         "constant output rather than through what they read from the query or from θ.")
 
 # %%
 interpret(by_key["key-head-placement"], {
