@@ -647,11 +647,11 @@ def mechanism_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
     """Which (task, layers) chapter 05 covers (issue 17) in ``profile``: label-space tasks first (they decide its verdicts),
     then open-vocabulary tasks beside them.
 
-    ``paper``: every task at every layer. ``cpu``: TREC (a label-space task with short prompts) at six layers
-    of chapter 01's TREC sweep (:func:`ltvlib.experiments_extracted.ltv_layers`, cached vectors: 3, 6, 10, 15,
-    19, 23 on a 30-layer model; the last layers are left out, where the fast recipe's LTVs often do not
-    train), SST-2 and Antonym at the middle layer (chapter 00's vectors). ``smoke``: SST-2 at three layers
-    (a quarter, the middle, three quarters), Antonym at the middle layer.
+    ``paper``: every task at every layer. ``cpu``: TREC (a label-space task with short prompts) at the layers
+    of chapter 01's TREC sweep (:func:`ltvlib.experiments_extracted.ltv_layers`, cached vectors) after layer 0
+    and before the last fifth (where the fast recipe's LTVs often do not train), at most six of them spread
+    out: 6, 12, 15, 17, 23 on a 30-layer model; SST-2 and Antonym at the middle layer (chapter 00's vectors).
+    ``smoke``: SST-2 at three layers (a quarter, the middle, three quarters), Antonym at the middle layer.
     """
     n, mid = lm.n_layers, lm.middle_layer
     if profile.name == "paper":
