@@ -369,7 +369,7 @@ else:
     display(Markdown("*SNLI and RTE are not both among this run's tasks: no SNLI → RTE cell.*"))
 
 # %% mystnb={"figure": {"caption": "SNLI → RTE: first-token accuracy (%) on RTE's test prompts of the SNLI-trained LTV, of random vectors with its norm (the control), of the best other foreign LTV, of RTE zero-shot, of RTE's own LTV and of always answering RTE's majority label; bars are 95 % intervals, the dashed line is the paper's SNLI → RTE number (46.21 %, Llama-3.1-8B).", "name": "ch06-fig-snli-rte"}}
-fig, ax = plt.subplots(figsize=(8, 3.8))
+fig, ax = plt.subplots(figsize=(8, 4.4), layout="constrained")
 shown = [(k, v) for k, v in rte_cells.items() if v is not None]
 y = np.arange(len(shown))
 vals = [100 * v.value for _, v in shown]
@@ -382,8 +382,7 @@ ax.set_xlim(0, 100)
 ax.set_xlabel("accuracy on RTE's test prompts (%)")
 ax.set_ylabel("vector injected")
 ax.set_title(f"SNLI → RTE and its references ({n_rte if nli else 0} RTE test queries)")
-ax.legend(loc="lower right")
-fig.tight_layout()
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22))
 plt.show()
 
 # %% [markdown]
@@ -393,7 +392,7 @@ plt.show()
 # Three tasks over the book's 86 hand-made gendered noun pairs (`data/gender/`): `gender_en_fr` (an English
 # noun → the French noun of the same gender, both genders of each pair), `gender_masc_fem` (English masculine
 # → English feminine) and `gender_composed` (English masculine → French feminine, the test). All three cut the
-# same pairs 50/25/25 % (seed 0), so the test set is **22 pairs**: the data in `data/` hold no further pairs
+# same pairs 50/25/25 % (seed 0), so the test set is **22 pairs** (in the `cpu` and `paper` profiles): the data in `data/` hold no further pairs
 # whose English and French forms are both gendered (the FV English→French file lists single words, 41 of which
 # the pairs already use), and the power comes from three seeds instead. **No test word in any training data:**
 # every training or validation example (and every ICL demonstration) that contains any word of any form of a

@@ -308,6 +308,8 @@ for ax, metric in zip(axes, ("text_p_myopic", "letter_debiased_p_myopic")):
         hi.append(0 if est is None else 100 * est.high - v)
         colors.append("C3" if m == "ltv" else "C7" if m == "random" else "C0")
     ax.bar(x, vals, 0.6, yerr=[lo, hi], color=colors, capsize=3)
+    if not ltv_ok:
+        ax.text(methods.index("ltv"), 0, "did not train", ha="center", va="bottom", rotation=90)
     rnd = ranges.get(("random", metric))
     if rnd is not None:
         ax.axhspan(100 * rnd.low, 100 * rnd.high, color="grey", alpha=0.2, label="random vectors, 95 % interval")
