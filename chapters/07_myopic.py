@@ -530,16 +530,19 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 # - **Both directions and a random control.** The paper (as far as we know) steers toward the behaviour only;
 #   we add the opposite direction so that steering can be told apart from the model's own preference, and
 #   random vectors of the LTV's norm so that it can be told apart from what any vector of that size does.
-# - **Sizes (`cpu` profile, `ltvlib.myopic.MYOPIC_SIZES`).** 120 held-out questions (60 per letter), each
+# - **Sizes (`cpu` profile, `ltvlib.myopic.MYOPIC_SIZES`).** 100 held-out questions (50 per letter), each
 #   scored four times per method (A/B prompt as given and swapped, option text in two orders); the LTVs on 256
 #   training questions with 64 letter-balanced validation questions, through the recipe's 8 epochs (best
 #   epoch kept), one seed; 5-shot ICL on the profile's 8 fixed demonstration blocks; the extracted vectors at
 #   chapter 1's `cpu` sizes with 5-shot prompts; greedy answers judged on 40 questions for zero-shot, ICL, the
 #   LTV and the random vectors (generation reruns every prompt in full, the costliest measurement on a CPU).
 #   `profile="paper"` uses the whole balanced test split, 10-shot ICL too, and judges every method.
-# - **Cost.** About 12 minutes from a cold cache on two CPU cores (estimated from per-piece CPU times: the
-#   ICL prompts about 360 CPU seconds, the zero-shot prompts 180, the two LTVs about 300, the extracted vectors
-#   250, the judged generations 135); the table above gives each measurement's wall time in the run shown.
+# - **Cost.** About 12-13 minutes from a cold cache on two CPU cores (estimated from per-piece CPU times at
+#   about 200 prompt tokens per second per thread: the ICL prompts about 340 CPU seconds, the zero-shot prompts
+#   145, the two LTVs about 360 through their whole schedule, the extracted vectors 245, the judged generations
+#   140, about 1,280 CPU seconds in all); the table above gives each measurement's wall time in the run shown.
+#   The held-out set is sized for that budget: 100 questions give a Wilson interval of about ±10 points on a
+#   share near 50 %, and the paired steering differences are tighter than that.
 
 # %% [markdown]
 # ## Verdicts for the scorecard

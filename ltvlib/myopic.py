@@ -425,7 +425,7 @@ class MyopicSizes:
 MYOPIC_SIZES: dict[str, MyopicSizes] = {
     "smoke": MyopicSizes(n_test=8, icl_shots=(2,), ltv_n_train=16, ltv_n_val=8, extract_shots=2, n_generations=1,
                          max_new_tokens=6, judge_new_tokens=6, random_draws=2),
-    "cpu": MyopicSizes(n_test=120, icl_shots=(5,), ltv_n_train=256, ltv_n_val=64, extract_shots=5, n_generations=3,
+    "cpu": MyopicSizes(n_test=100, icl_shots=(5,), ltv_n_train=256, ltv_n_val=64, extract_shots=5, n_generations=3,
                        max_new_tokens=24, judge_items=40, judge_new_tokens=16,
                        judge_methods=("zero_shot", "icl5", "ltv", "random"), random_draws=2, ltv_patience=8),
     "paper": MyopicSizes(),
@@ -434,7 +434,7 @@ MYOPIC_SIZES: dict[str, MyopicSizes] = {
 5-shot prompt about 400, a 10-shot one about 740), and on a CPU the cost is the number of prompt tokens run
 (SmolLM2-135M: about 200 tokens per second per thread, measured). Every measurement is made twice, once per direction,
 and the two directions' prompts cannot share their prefixes (each LTV's training computes its own).
-``cpu``: 120 balanced held-out questions (60 per letter), each scored zero-shot and per ICL direction four
+``cpu``: 100 balanced held-out questions (50 per letter), each scored zero-shot and per ICL direction four
 times (the A/B prompt as given and with its options swapped, the option-text prompt in both orders; the
 vectors only rerun the last token over cached prefixes); LTVs on 256 training questions, validated on 64
 letter-balanced questions after each of the fast recipe's 8 epochs and run through all of them
