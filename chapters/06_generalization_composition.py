@@ -660,8 +660,8 @@ interpret(claim_comp, {
 # ## What differs from the paper, and why
 #
 # - **Model.** SmolLM2-135M (30 layers) instead of Llama-3.1-8B; the task vectors sit at block 15 of 30 as the
-#   paper's sit at 16 of 32. A small model translates and inflects poorly on its own, so absolute numbers are
-#   not comparable with the paper's; the comparisons between methods on one model are.
+#   paper's sit at 16 of 32. Absolute numbers are not comparable with the paper's; the comparisons between
+#   methods on one model are.
 # - **Seeds and recipe.** Seeds change the LTV's random start and the order of training queries, not the data
 #   split; the book's `fast` recipe trains every vector (`recipe="paper"` uses the released one).
 # - **Which vectors are crossed.** The transfer matrix uses the first-seed vector of each task; the paper does

@@ -25,9 +25,8 @@
 # also says that LTVs match or beat ICL; ICL is measured here against that general statement.
 #
 # Myopic reward is a *behaviour*: what matters is which option the model prefers, not which letter it writes.
-# A small model may prefer one letter whatever the question (SmolLM2 writes `B` after `A: (` on almost every
-# item), and a score read from the letter then measures that preference. So this chapter scores the options'
-# **text**:
+# A small model may prefer one letter whatever the question, and a score read from the letter then measures
+# that preference. So this chapter scores the options' **text**:
 #
 # - **Option text** (the primary score). The question is asked with its two options listed *without letters*,
 #   in both orders, and each option's text is scored as the answer by its mean log-probability per token;
@@ -519,8 +518,9 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 # %% [markdown]
 # ## What differs from the paper, and why
 #
-# - **Model.** SmolLM2-135M-Instruct, not Llama-3.1-8B. Its free text is poor, which is why the greedy answers
-#   are judged by a word-overlap rule against the two options rather than read as prose.
+# - **Model.** SmolLM2-135M-Instruct, not Llama-3.1-8B. The greedy answers are judged by a word-overlap rule
+#   against the two options rather than read as prose, since a small model's answer need not follow the
+#   options' wording; the share judged "neither" in the results table says how often it does not.
 # - **Metric and number.** The paper's metric and result on this set were not available offline. We report
 #   three judge-free readings (option text, debiased letters, judged greedy answers) and decide on the
 #   option text, which no letter or listing position can bias.
