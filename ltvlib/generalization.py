@@ -13,7 +13,12 @@ Seeds change the initialisation and the order in which training queries are draw
 - :func:`transfer_accuracy` injects the LTV of task A (at its own site) into the zero-shot test prompts of
   task B and scores it against B's gold answers with the book's metric (top-1 token over the whole vocabulary
   equals the first token of the gold answer; label-restricted accuracy beside it when B is a classification
-  task). Results are cached per (vector, target task, test set) with the source of this module in the key.
+  task). Results are cached per (vector, target task, test set) with the source of this module in the key,
+  with each query's correctness, so two vectors on the same target can be compared query by query.
+- Intervals and controls: :func:`random_transfer` runs random vectors of an LTV's norm on a target's prompts
+  (the control of a transfer number); :func:`gap_interval` bootstraps the same-task minus cross-task cosine over
+  tasks, :func:`gap_permutation` compares it with label-shuffled groupings, and :func:`control_margin` turns
+  such a control into an interval a verdict rule can read.
 """
 
 from __future__ import annotations
