@@ -240,7 +240,7 @@ for ax, (name, xy, xl, yl) in zip(axes[:, 0], panels):
     ax.set_xlabel(xl)
     ax.set_ylabel(yl)
     ax.set_title(f"{name} of the {len(keys)} trained LTVs")
-axes[-1, 0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4, title="task (marker = seed)")
+fig.legend(loc="outside lower center", ncol=4, title="task (marker = seed)")
 plt.show()
 if tsne is None:
     display(Markdown("*t-SNE is not shown: scikit-learn is not installed in this environment; the PCA panel is "

@@ -322,7 +322,7 @@ fig.tight_layout()
 plt.show()
 
 # %% mystnb={"figure": {"caption": "Letter bias: share of held-out questions (letter-balanced, so 50 % = no preference) on which the letter A is more probable than B, per method and direction; bars are 95 % Wilson intervals (over questions and random draws for the control).", "name": "ch07-fig-letter-bias"}}
-fig, ax = plt.subplots(figsize=(8, 4))
+fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
 all_methods = ["zero_shot", *methods]
 for j, (d, color) in enumerate(zip(DIRECTIONS, ("C3", "C0"))):
     vals, err = [], [[], []]
@@ -341,8 +341,7 @@ ax.set_ylim(0, 100)
 ax.set_xlabel("method")
 ax.set_ylabel("says A (%)")
 ax.set_title(f"Letter bias on {table['n_test']} letter-balanced held-out questions")
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3)
-fig.tight_layout()
+fig.legend(loc="outside lower center", ncol=3)
 plt.show()
 
 # %% [markdown]
