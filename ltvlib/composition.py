@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from .cache import cache_path, cached_json, dependency_hash
+from .controls import random_like
 from .experiments import profile_splits
 from .generalization import initial_vectors
 from .inject import VectorEdit
@@ -54,6 +55,8 @@ from .tasks import Example, TaskSplits, get_task, load_splits
 EN_FR, MASC_FEM, COMPOSED = "gender_en_fr", "gender_masc_fem", "gender_composed"
 COMPONENTS: tuple[str, str] = (EN_FR, MASC_FEM)
 TASKS: tuple[str, ...] = (EN_FR, MASC_FEM, COMPOSED)
+#: Seed offset of the random control vectors.
+RANDOM_SEED_BASE = 7919
 #: The four forms of a pair, in the order that breaks ties between identical strings (*fiancée* is both the
 #: English and the French feminine: choosing it counts as the French feminine).
 FORMS: tuple[str, ...] = ("french_fem", "french_masc", "english_fem", "english_masc")
@@ -274,8 +277,9 @@ class FormScorer:
         """Scores of the prompts with ``edits`` injected (see the module docstring).
 
         Returns:
-            ``{"accuracy", "accepted_accuracy", "form_choice": {form: share}, "n", "predicted": [top-1 token per
-            query], "chosen": [form per query]}``.
+            ``{"correct": [0/1 per query], "french_fem": [0/1 per query: the French feminine is the most probable
+            form], "accuracy", "accepted_accuracy", "form_choice": {form: share}, "n", "predicted": [top-1 token
+            per query], "chosen": [form per query]}``.
         """
         logits, _ = self.runner.run(list(range(len(self.examples))), edits)  # also caches every prompt's prefix
         top = logits[:, -1].float().argmax(-1).tolist()
@@ -287,6 +291,8 @@ class FormScorer:
             best = max(FORMS, key=lambda f: (lp[f][i], -FORMS.index(f)))
             chosen.append(best)
         return {
+            "correct": [float(t == g) for t, g in zip(top, self.gold_first)],
+            "french_fem": [float(c == "french_fem") for c in chosen],
             "accuracy": sum(t == g for t, g in zip(top, self.gold_first)) / n,
             "accepted_accuracy": sum(t in a for t, a in zip(top, self.accepted_first)) / n,
             "form_choice": {f: chosen.count(f) / n for f in FORMS},
@@ -332,14 +338,15 @@ class CompositionSizes:
 
 
 COMPOSITION_SIZES: dict[str, CompositionSizes] = {
-    "smoke": CompositionSizes(seeds=(0,), scales=(0.5, 1.0, 2.0), icl_shots=(2,)),
-    "cpu": CompositionSizes(seeds=(0,), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
+    "smoke": CompositionSizes(seeds=(0, 1), scales=(0.5, 1.0, 2.0), icl_shots=(2,)),
+    "cpu": CompositionSizes(seeds=(0, 1, 2), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
     "paper": CompositionSizes(seeds=(0, 1, 2, 3, 4), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
 }
 """Per profile. The three tasks have 40-80 training queries of 5-10 tokens; one seed (three vectors, 32-40 steps
 each, then every method and the 4 x 4 grid of scales scored) took 124 single-threaded CPU seconds on the book's
-2-core machine, so ``cpu`` trains one seed (chapter 06 is held to about 8-10 minutes beside the extra seeds
-and the transfer matrix of :mod:`ltvlib.generalization`); ``paper`` five."""
+2-core machine, so ``cpu`` trains three seeds (about 6 CPU minutes; the intervals of the composition claim are
+over seeds and test pairs) beside the extra seeds and the transfer matrix of :mod:`ltvlib.generalization`;
+``paper`` five."""
 
 
 def composition_sizes(profile: Profile) -> CompositionSizes:
@@ -358,8 +365,9 @@ def composition_result(
     """Every method on the composed task's test queries, for one seed (cached).
 
     Methods: ``zero-shot``; ``{k}-shot ICL`` (composed demonstrations); ``EN->FR`` and ``M->F`` (each component
-    LTV alone); ``EN->FR + M->F`` (their sum); ``composed LTV`` (trained directly on the composed task, the
-    upper reference). ``grid`` holds ``a * EN->FR + b * M->F`` for every pair of ``sizes.scales``.
+    LTV alone); ``EN->FR + M->F`` (their sum); ``random (norm of the sum)`` (the control: a random vector with
+    the sum's norm at the same site, :func:`ltvlib.controls.random_like` seeded by ``7919 + seed``);
+    ``composed LTV`` (trained directly on the composed task, the upper reference). ``grid`` holds ``a * EN->FR + b * M->F`` for every pair of ``sizes.scales``.
 
     Returns:
         ``{"methods": {name: FormScorer.score(...)}, "grid": [{"a", "b", **score}], "vectors": {task: {norm,
@@ -381,7 +389,11 @@ def composition_result(
         enfr, mf, comp = ltvs[EN_FR], ltvs[MASC_FEM], ltvs[COMPOSED]
         methods["EN->FR"] = zs.score(enfr.edits())
         methods["M->F"] = zs.score(mf.edits())
-        methods["EN->FR + M->F"] = zs.score(combine([enfr, mf], [1.0, 1.0]))
+        summed = combine([enfr, mf], [1.0, 1.0])
+        methods["EN->FR + M->F"] = zs.score(summed)
+        noise = random_like(torch.stack([e.vector for e in summed]), 1, RANDOM_SEED_BASE + seed)[0]
+        methods["random (norm of the sum)"] = zs.score([VectorEdit(e.layer, e.position, row)
+                                                        for e, row in zip(summed, noise)])
         methods["composed LTV"] = zs.score(comp.edits())
         grid = [{"a": a, "b": b, **zs.score(combine([enfr, mf], [a, b]))} for a in sizes.scales for b in sizes.scales]
         v = {t: ltvs[t].vectors[0].float() for t in TASKS}
@@ -392,6 +404,7 @@ def composition_result(
             "methods": methods,
             "grid": grid,
             "vectors": {t: {"norm": float(v[t].norm()), "steps": ltvs[t].steps, "val_accuracy": ltvs[t].best_val_accuracy,
+                            "trained": ltvs[t].trained,
                             "n_train": len(data.splits[t].train), "n_val": len(data.splits[t].validation)}
                         for t in TASKS},
             "cosine": {kind: {"composed, EN->FR + M->F": _cos(x[COMPOSED], x[EN_FR] + x[MASC_FEM]),

@@ -13,7 +13,12 @@ Seeds change the initialisation and the order in which training queries are draw
 - :func:`transfer_accuracy` injects the LTV of task A (at its own site) into the zero-shot test prompts of
   task B and scores it against B's gold answers with the book's metric (top-1 token over the whole vocabulary
   equals the first token of the gold answer; label-restricted accuracy beside it when B is a classification
-  task). Results are cached per (vector, target task, test set) with the source of this module in the key.
+  task). Results are cached per (vector, target task, test set) with the source of this module in the key,
+  with each query's correctness, so two vectors on the same target can be compared query by query.
+- Intervals and controls: :func:`random_transfer` runs random vectors of an LTV's norm on a target's prompts
+  (the control of a transfer number); :func:`gap_interval` bootstraps the same-task minus cross-task cosine over
+  tasks, :func:`gap_permutation` compares it with label-shuffled groupings, and :func:`control_margin` turns
+  such a control into an interval a verdict rule can read.
 """
 
 from __future__ import annotations
@@ -29,11 +34,14 @@ import torch
 from torch import Tensor
 
 from .cache import cached_json, dependency_hash, task_key
+from .controls import ControlSummary, random_like, summarise_control
 from .evaluate import EvalSet, evaluate
+from .inject import VectorEdit
 from .experiments import profile_ltv, profile_splits
 from .ltv import LearnedTaskVector
 from .profiles import Profile
 from .prompts import encode_prompts
+from .stats import Estimate
 from .tasks import PAPER_TASKS, get_task
 
 #: The paper's cross-task transfer number: the SNLI-trained LTV evaluated on RTE (Llama-3.1-8B), in %.
@@ -48,12 +56,14 @@ class GeneralizationSizes:
         seeds: LTV seeds of every task (seed 0 is chapter 0's vector) ...
         fewer_seeds: ... except these ``(task, seeds)`` pairs (tasks whose vectors cost most to train).
         transfer_seeds: source seeds crossed with every target task (each must be trained for every task).
+        control_draws: random vectors of the SNLI LTV's norm run on RTE's prompts (the transfer's control).
     """
 
     tasks: tuple[str, ...]
     seeds: tuple[int, ...]
     fewer_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
     transfer_seeds: tuple[int, ...] = (0,)
+    control_draws: int = 5
 
     def __post_init__(self) -> None:
         for name in (*self.tasks, *(t for t, _ in self.fewer_seeds)):
@@ -79,7 +89,8 @@ class GeneralizationSizes:
 
 
 GENERALIZATION_SIZES: dict[str, GeneralizationSizes] = {
-    "smoke": GeneralizationSizes(tasks=("antonym", "sst2", "snli", "rte"), seeds=(0, 1), fewer_seeds=(("rte", (0,)),)),
+    "smoke": GeneralizationSizes(tasks=("antonym", "sst2", "snli", "rte"), seeds=(0, 1), fewer_seeds=(("rte", (0,)),),
+                                 control_draws=2),
     "cpu": GeneralizationSizes(tasks=PAPER_TASKS, seeds=(0, 1), fewer_seeds=(("snli", (0,)), ("rte", (0,)))),
     "paper": GeneralizationSizes(tasks=PAPER_TASKS, seeds=(0, 1, 2, 3, 4)),
 }
@@ -311,7 +322,9 @@ def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, profile: Pro
 
     Returns:
         ``{"accuracy", "label_accuracy" (None for a generation target), "n", "top_predictions": [[token,
-        share], ...] (the three most frequent top-1 tokens), "source", "seed", "target"}``.
+        share], ...] (the three most frequent top-1 tokens), "correct" (per test query, 0/1, in the target
+        set's order: shortest prompts first), "label_correct" (the same for the label-restricted prediction,
+        None for a generation target), "source", "seed", "target"}``.
     """
     get_task(target)
     if ltv.positions != (-1,):
@@ -323,12 +336,123 @@ def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, profile: Pro
 
     def compute() -> dict[str, Any]:
         es = _target_set(lm, target, profile, min(ltv.layers))
-        r = evaluate(es, ltv.edits())
-        return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n,
-                "top_predictions": _top_predictions(r.predicted), "source": ltv.task, "seed": ltv.seed,
-                "target": target}
+        return {**_scored(es, ltv.edits()), "source": ltv.task, "seed": ltv.seed, "target": target}
 
     return cached_json("ltv-transfer", key, compute)
+
+
+def _scored(es: EvalSet, edits: Sequence[Any]) -> dict[str, Any]:
+    r = evaluate(es, edits)
+    label_correct = (None if r.label_predicted is None else
+                     [float(p == e.output) for p, e in zip(r.label_predicted, es.examples)])
+    return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n,
+            "top_predictions": _top_predictions(r.predicted), "correct": [float(c) for c in r.correct],
+            "label_correct": label_correct}
+
+
+def random_transfer(
+    lm: Any, ltv: LearnedTaskVector, target: str, profile: Profile, *, n_draws: int, seed: int = 0
+) -> list[dict[str, Any]]:
+    """The control of :func:`transfer_accuracy`: ``n_draws`` random vectors with ``ltv``'s norm per site
+    (:func:`ltvlib.controls.random_like`, seeded by ``seed``) injected where ``ltv`` goes, on ``target``'s
+    test prompts (the same prompts, in the same order, as :func:`transfer_accuracy`'s). Cached.
+
+    Returns:
+        One dict per draw as :func:`transfer_accuracy` returns (``source`` = ``"random"``, ``draw``).
+    """
+    if n_draws < 1:
+        raise ValueError(f"n_draws must be at least 1, got {n_draws}")
+    splits = profile_splits(target, profile)
+    key = {"what": "ltv-transfer-random", "model": lm.name, "target": task_key(target), "n_test": len(splits.test),
+           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "n_draws": n_draws, "seed": seed, "source": dependency_hash(__name__)}
+
+    def compute() -> dict[str, Any]:
+        es = _target_set(lm, target, profile, min(ltv.layers))
+        draws = random_like(ltv.vectors.float(), n_draws, seed)
+        out = []
+        for k in range(n_draws):
+            edits = [VectorEdit(e.layer, e.position, row) for e, row in zip(ltv.edits(), draws[k])]
+            out.append({**_scored(es, edits), "source": "random", "draw": k, "target": target})
+        return {"draws": out}
+
+    return cached_json("ltv-transfer-random", key, compute)["draws"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Intervals and controls of the clustering
+# --------------------------------------------------------------------------------------------------------
+
+
+def cluster_gap(groups: Sequence[str], cos: Tensor) -> float:
+    """Mean same-group cosine minus mean cross-group cosine (pairs of distinct vectors; NaN without a group of
+    two)."""
+    s = similarity_summary(groups, cos)
+    return s["within"] - s["across"]
+
+
+def task_gaps(groups: Sequence[str], cos: Tensor) -> dict[str, float]:
+    """Per group with at least two vectors: the mean cosine between its own vectors minus the mean cosine of its
+    vectors to every other group's vectors."""
+    c = cos.double().cpu()
+    n = len(groups)
+    out = {}
+    for g in dict.fromkeys(groups):
+        mine = [i for i in range(n) if groups[i] == g]
+        if len(mine) < 2:
+            continue
+        within = [float(c[i, j]) for a, i in enumerate(mine) for j in mine[a + 1:]]
+        across = [float(c[i, j]) for i in mine for j in range(n) if groups[j] != g]
+        out[g] = float(np.mean(within)) - (float(np.mean(across)) if across else 0.0)
+    return out
+
+
+def gap_interval(
+    groups: Sequence[str], cos: Tensor, *, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+) -> Estimate:
+    """The mean over groups of :func:`task_gaps` with a percentile bootstrap over the groups (each group's gap
+    resampled as a unit; ``n`` = groups with at least two vectors, ``seeds`` = their smallest vector count).
+
+    Raises:
+        ValueError: fewer than two groups with two vectors each.
+    """
+    gaps = task_gaps(groups, cos)
+    if len(gaps) < 2:
+        raise ValueError(f"an interval over groups needs at least two groups with two vectors, got {len(gaps)}")
+    vals = np.array(list(gaps.values()))
+    rng = np.random.default_rng(seed)
+    means = vals[rng.integers(0, len(vals), size=(n_resamples, len(vals)))].mean(1)
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    value = float(vals.mean())
+    counts = Counter(groups)
+    return Estimate(value, min(float(lo), value), max(float(hi), value), n=len(vals),
+                    seeds=min(counts[g] for g in gaps), confidence=confidence, method="group bootstrap",
+                    resamples=n_resamples, difference=True)
+
+
+def gap_permutation(groups: Sequence[str], cos: Tensor, *, n_permutations: int = 999, seed: int = 0) -> ControlSummary:
+    """The control of :func:`cluster_gap`: the same statistic with the group labels shuffled among the vectors
+    (:func:`ltvlib.controls.summarise_control`, one-sided ``"greater"``): what any grouping of these vectors
+    into groups of these sizes gives."""
+    rng = np.random.default_rng(seed)
+    labels = list(groups)
+    draws = []
+    for _ in range(n_permutations):
+        perm = [labels[i] for i in rng.permutation(len(labels))]
+        draws.append(cluster_gap(perm, cos))
+    return summarise_control(cluster_gap(groups, cos), draws, alternative="greater")
+
+
+def control_margin(summary: ControlSummary, *, n: int, seeds: int = 1, confidence: float = 0.95) -> Estimate:
+    """A measured value against its control distribution as an interval: value minus the draws' mean, with
+    bounds value minus the draws' upper and lower ``confidence`` quantiles. Its low bound is above 0 exactly
+    when the value lies above that share of the draws (a one-sided test at ``(1 - confidence) / 2``)."""
+    alpha = (1 - confidence) / 2
+    qlo, qhi = np.quantile(np.asarray(summary.draws), [alpha, 1 - alpha])
+    v = summary.value - summary.mean
+    return Estimate(v, min(summary.value - float(qhi), v), max(summary.value - float(qlo), v), n=n, seeds=seeds,
+                    confidence=confidence, method="permutation", resamples=summary.n_draws, difference=True)
 
 
 def transfer_matrix(

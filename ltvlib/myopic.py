@@ -50,11 +50,12 @@ import torch
 from .baselines.function_vector import FunctionVectorConfig
 from .baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
 from .cache import cache_path, cached_json, dependency_hash, task_key
+from .controls import random_like
 from .evaluate import EvalSet
 from .experiments import profile_splits
 from .experiments_extracted import extracted_sizes, profile_function_vector
 from .inject import Mode, Site, VectorEdit, inject
-from .ltv import LearnedTaskVector, train_ltv
+from .ltv import LearnedTaskVector, TrainConfig, train_ltv, with_config
 from .prefix import KVPrefix, forward_tokens
 from .profiles import Profile, sweep_layers
 from .prompts import answer_ids, pad_left, pad_right, special_prefix
@@ -71,6 +72,7 @@ METHOD_NAMES: dict[str, str] = {
     "vanilla_tv_difference": "Vanilla TV (difference)",
     "function_vector": "Function Vector",
     "ltv": "LTV",
+    "random": "random vector (LTV's norm)",
 }
 """Display names of the methods; ICL methods are named ``icl{k}`` (``k``-shot) and shown as ``ICL k-shot``."""
 
@@ -397,6 +399,12 @@ class MyopicSizes:
         judge_items: held-out items (the first of the balanced set, even; None = all ``n_test``) whose greedy
             answer to the option-text prompt is judged against the options (:func:`behaviour_scores`).
         judge_new_tokens: greedy tokens per judged answer (an option is about 5 to 15 tokens).
+        judge_methods: the methods whose greedy answers are generated and judged (None = all); generation
+            reruns every prompt in full, so on a CPU it is the costliest measurement per vector.
+        random_draws: random vectors of the LTV's norm per direction and LTV seed (the control, method
+            ``"random"``; 0 = none).
+        ltv_patience: epochs without a better validation score before the LTVs stop (None = the recipe's;
+            the recipe's number of epochs = run every epoch of its schedule and keep the best).
     """
 
     task: str = "myopic"
@@ -409,25 +417,32 @@ class MyopicSizes:
     max_new_tokens: int = 40
     judge_items: int | None = None
     judge_new_tokens: int = 24
+    judge_methods: tuple[str, ...] | None = None
+    random_draws: int = 3
+    ltv_patience: int | None = None
 
 
 MYOPIC_SIZES: dict[str, MyopicSizes] = {
     "smoke": MyopicSizes(n_test=8, icl_shots=(2,), ltv_n_train=16, ltv_n_val=8, extract_shots=2, n_generations=1,
-                         max_new_tokens=6, judge_new_tokens=6),
-    "cpu": MyopicSizes(n_test=160, icl_shots=(5,), ltv_n_train=256, ltv_n_val=64, extract_shots=5, n_generations=4,
-                       max_new_tokens=32, judge_items=80),
+                         max_new_tokens=6, judge_new_tokens=6, random_draws=2),
+    "cpu": MyopicSizes(n_test=100, icl_shots=(5,), ltv_n_train=256, ltv_n_val=64, extract_shots=5, n_generations=3,
+                       max_new_tokens=24, judge_items=40, judge_new_tokens=16,
+                       judge_methods=("zero_shot", "icl5", "ltv", "random"), random_draws=2, ltv_patience=8),
     "paper": MyopicSizes(),
 }
 """Per profile. Every prompt here is long for this book (a question with its choices is about 67 tokens, a
 5-shot prompt about 400, a 10-shot one about 740), and on a CPU the cost is the number of prompt tokens run
 (SmolLM2-135M: about 200 tokens per second per thread, measured). Every measurement is made twice, once per direction,
 and the two directions' prompts cannot share their prefixes (each LTV's training computes its own).
-``cpu``: 160 balanced held-out questions (80 per letter), each scored once zero-shot and once per ICL
-direction (the vectors only rerun the last token over cached prefixes); LTVs on 256 training questions with
-early stopping on 64 letter-balanced validation questions (the fast recipe still draws 1,024 samples: each
-question about four times); the extracted vectors with chapter 1's ``cpu`` configs but 5-shot prompts for
-the Function Vector too (a 10-shot prompt of these questions is about 740 tokens); one ICL reference at 5
-shots; four short generations. ``smoke`` only checks that every cell runs: tiny sets and 2-shot prompts."""
+``cpu``: 100 balanced held-out questions (50 per letter), each scored zero-shot and per ICL direction four
+times (the A/B prompt as given and with its options swapped, the option-text prompt in both orders; the
+vectors only rerun the last token over cached prefixes); LTVs on 256 training questions, validated on 64
+letter-balanced questions after each of the fast recipe's 8 epochs and run through all of them
+(``ltv_patience=8``: the learning rate decays to 0 over the schedule, the best epoch is kept; 1,024 samples,
+each question about four times); the extracted vectors with chapter 1's ``cpu`` configs but 5-shot prompts
+for the Function Vector too (a 10-shot prompt of these questions is about 740 tokens); one ICL reference at
+5 shots; two random vectors of the LTV's norm per direction; greedy answers (16 tokens) judged on the first
+40 items for zero-shot, ICL, the LTV and the random vectors; three short free generations. ``smoke`` only checks that every cell runs: tiny sets and 2-shot prompts."""
 
 
 def myopic_sizes(profile: Profile) -> MyopicSizes:
@@ -436,8 +451,16 @@ def myopic_sizes(profile: Profile) -> MyopicSizes:
 
 
 def ltv_profile(profile: Profile, sizes: MyopicSizes) -> Profile:
-    """``profile`` with the LTVs' training and validation sizes of ``sizes``."""
-    return replace(profile, n_train=sizes.ltv_n_train or profile.n_train, n_val=sizes.ltv_n_val or profile.n_val)
+    """``profile`` with the LTVs' training and validation sizes and recipe (:func:`ltv_recipe`) of ``sizes``."""
+    return replace(profile, n_train=sizes.ltv_n_train or profile.n_train, n_val=sizes.ltv_n_val or profile.n_val,
+                   recipe=ltv_recipe(profile, sizes))
+
+
+def ltv_recipe(profile: Profile, sizes: MyopicSizes) -> TrainConfig:
+    """The profile's recipe, with ``sizes.ltv_patience`` if set."""
+    if sizes.ltv_patience is None:
+        return profile.recipe
+    return with_config(profile.recipe, patience=sizes.ltv_patience)
 
 
 def extraction_configs(profile: Profile, sizes: MyopicSizes) -> tuple[VanillaTVConfig, FunctionVectorConfig]:
@@ -507,22 +530,37 @@ def direction_ltv(
     """
     dtask = direction_task(sizes.task, direction)
     splits = ltv_splits(direction, profile, sizes)
+    recipe = ltv_recipe(profile, sizes)
     key = {"model": lm.name, "task": task_key(dtask), "layers": [lm.middle_layer], "positions": [-1], "shots": 0,
-           "config": asdict(profile.recipe), "seed": seed, "n_train": len(splits.train),
+           "config": asdict(recipe), "seed": seed, "n_train": len(splits.train),
            "n_val": len(splits.validation), "validation": "letter-balanced", "source": dependency_hash(__name__)}
     path = cache_path("myopic_ltv", key, ".safetensors")
     if path.exists():
         return LearnedTaskVector.load(path)
-    ltv = train_ltv(lm, dtask, layers=[lm.middle_layer], recipe=profile.recipe, seed=seed, splits=splits,
+    ltv = train_ltv(lm, dtask, layers=[lm.middle_layer], recipe=recipe, seed=seed, splits=splits,
                     progress=progress)
     ltv.save(path)
     return ltv
 
 
 def method_names(sizes: MyopicSizes) -> list[str]:
-    """The methods of the chapter: zero-shot, ICL at each shot count, Vanilla TV (both forms), FV, LTV."""
+    """The methods of the chapter: zero-shot, ICL at each shot count, Vanilla TV (both forms), FV, LTV, and the
+    random vectors of the LTV's norm when ``sizes.random_draws`` > 0."""
     return ["zero_shot", *(f"icl{k}" for k in sizes.icl_shots), "vanilla_tv", "vanilla_tv_difference",
-            "function_vector", "ltv"]
+            "function_vector", "ltv", *(["random"] if sizes.random_draws > 0 else [])]
+
+
+RANDOM_SEED_BASE = 7919
+"""Random control vectors are drawn with seed ``RANDOM_SEED_BASE + 1000 * ltv_seed + draw``."""
+
+
+def random_vector_edits(ltv: LearnedTaskVector, draw: int) -> list[VectorEdit]:
+    """The LTV's edits with each site's vector replaced by a random one of the same norm
+    (:func:`ltvlib.controls.random_like`), draw ``draw`` (seeded by the LTV's seed and the draw)."""
+    if draw < 0:
+        raise ValueError(f"draw must be non-negative, got {draw}")
+    vec = random_like(ltv.vectors.float(), 1, RANDOM_SEED_BASE + 1000 * int(ltv.seed) + int(draw))[0]
+    return [VectorEdit(e.layer, e.position, row) for e, row in zip(ltv.edits(), vec)]
 
 
 def method_label(method: str) -> str:
@@ -580,9 +618,11 @@ def _check_method_direction(method: str, direction: str | None) -> str:
 
 def method_setup(
     lm: Any, profile: Profile, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes | None = None,
+    draw: int = 0,
 ) -> MethodSetup:
     """The vector (trained or extracted, cached) or demonstrations of ``method`` toward ``direction``; where each
-    vector goes is listed in :func:`method_scores`.
+    vector goes is listed in :func:`method_scores`. ``"random"``: draw ``draw`` of a random vector with the
+    norm of the seed-``seed`` LTV toward ``direction``, at the LTV's site (:func:`random_vector_edits`).
 
     Raises:
         ValueError: an unknown method or direction, or a direction for zero-shot / none for another method.
@@ -604,6 +644,11 @@ def method_setup(
             "layer": lm.middle_layer, "steps": ltv.steps, "train_seconds": ltv.seconds,
             "val_accuracy": ltv.best_val_accuracy, "norm": float(ltv.vectors.norm()),
             "val_curve": [c["val_accuracy"] for c in ltv.curve if "epoch" in c]})
+    if method == "random":
+        ltv = direction_ltv(lm, direction, profile, sizes, seed=seed)
+        edits = random_vector_edits(ltv, draw)
+        return MethodSetup(edits, "block_input", "add", 0, (), {
+            "layer": lm.middle_layer, "draw": draw, "norm": float(torch.stack([e.vector for e in edits]).norm())})
     if method in ("vanilla_tv", "vanilla_tv_difference"):
         tv = direction_vanilla_tv(lm, direction, profile, sizes, seed=seed)
         form = "replace" if method == "vanilla_tv" else "difference"
@@ -670,7 +715,7 @@ def _cell_key(
     ltv_prof = ltv_profile(profile, sizes)
     return {"model": lm.name, "task": task_key(sizes.task), "method": method, "direction": direction,
             "seed": seed, "n_test": n_test, "n_train": profile.n_train, "n_val": profile.n_val,
-            "ltv_n_train": ltv_prof.n_train, "ltv_n_val": ltv_prof.n_val, "recipe": asdict(profile.recipe),
+            "ltv_n_train": ltv_prof.n_train, "ltv_n_val": ltv_prof.n_val, "recipe": asdict(ltv_prof.recipe),
             "demo_sets": profile.icl_demo_sets, "vanilla_tv": asdict(vtv_config), "function_vector": asdict(fv_config),
             "source": dependency_hash(__name__)}
 
@@ -695,7 +740,7 @@ def generation_examples(
         raise ValueError(f"no held-out item of {sizes.task!r} has a {CHOICES_MARK!r} block to generate from")
     ltv_prof = ltv_profile(profile, sizes)
     key = {"what": "myopic-generations", "model": lm.name, "task": task_key(sizes.task), "seed": seed,
-           "n_train": ltv_prof.n_train, "n_val": ltv_prof.n_val, "recipe": asdict(profile.recipe),
+           "n_train": ltv_prof.n_train, "n_val": ltv_prof.n_val, "recipe": asdict(ltv_prof.recipe),
            "items": [e.input for e in test], "max_new_tokens": sizes.max_new_tokens, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
@@ -1177,8 +1222,9 @@ def behaviour_items(record: dict[str, Any]) -> dict[str, list[float]]:
     if all(text["orders"]):
         out["text_first_listed"] = option_first_listed(text)
     judged = record["generation"]["judged"]
-    for j in JUDGEMENTS:
-        out[f"generation_{j}"] = [float(x == j) for x in judged]
+    if judged:  # methods outside sizes.judge_methods have no judged answers
+        for j in JUDGEMENTS:
+            out[f"generation_{j}"] = [float(x == j) for x in judged]
     return out
 
 
@@ -1209,12 +1255,12 @@ def summarise_behaviour(records: Sequence[dict[str, Any]], *, n_resamples: int =
         raise ValueError("no records to summarise")
     per_seed = [behaviour_items(r) for r in records]
     return {metric: metric_estimate([p[metric] for p in per_seed], metric, n_resamples=n_resamples).to_dict()
-            for metric in per_seed[0]}
+            for metric in per_seed[0] if all(metric in p for p in per_seed)}
 
 
 def behaviour_scores(
     lm: Any, profile: Profile, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes | None = None,
-    layout: str = "listed",
+    layout: str = "listed", draw: int = 0,
 ) -> dict[str, Any]:
     """The myopic behaviour of ``method`` toward ``direction`` on the letter-balanced held-out set (cached):
     the options' text, the letters in both orders, and judged greedy answers.
@@ -1239,6 +1285,9 @@ def behaviour_scores(
       balanced set, so the myopic option is listed first in half of them), judged by :func:`judge_answer`.
 
     ``seed`` seeds the vectors and the ICL demonstrations; zero-shot ignores it (its key holds no seed).
+    ``draw`` numbers the random control vectors (method ``"random"``, :func:`random_vector_edits`); other
+    methods ignore it. Methods outside ``sizes.judge_methods`` (when set) generate nothing (``answers`` and
+    ``judged`` empty).
 
     Returns:
         ``{"method", "direction", "seed", "layout", "myopic_letters", "questions", "options", "text" (option
@@ -1252,14 +1301,17 @@ def behaviour_scores(
     n_judge = len(test) if sizes.judge_items is None else sizes.judge_items
     if n_judge % 2 or not 0 < n_judge <= len(test):
         raise ValueError(f"judge_items must be even and in 2..{len(test)} (the balanced set's size), got {n_judge}")
+    if sizes.judge_methods is not None and method not in sizes.judge_methods:
+        n_judge = 0
     seed_key = None if method == "zero_shot" else seed
     key = {"what": "myopic-behaviour", "layout": layout, "judge_items": n_judge,
            "judge_new_tokens": sizes.judge_new_tokens,
+           **({"draw": draw} if method == "random" else {}),
            **_cell_key(lm, profile, sizes, method, direction, seed_key, len(test))}
 
     def compute() -> dict[str, Any]:
         start = time.perf_counter()
-        setup = method_setup(lm, profile, method, direction, seed=seed, sizes=sizes)
+        setup = method_setup(lm, profile, method, direction, seed=seed, sizes=sizes, draw=draw)
         items = [parse_item(e) for e in test]
         run = {"site": setup.site, "mode": setup.mode}
         if setup.shots:
@@ -1274,8 +1326,10 @@ def behaviour_scores(
             given, swapped, textset = _zero_shot_behaviour_sets(lm, sizes.task, test, layout)
         ab, ab_swapped = score_ab(given, setup.edits, **run), score_ab(swapped, setup.edits, **run)
         text = score_option_text(textset, setup.edits, **run)
-        answers = greedy_option_answers(textset, setup.edits, n=n_judge, max_new_tokens=sizes.judge_new_tokens, **run)
+        answers = (greedy_option_answers(textset, setup.edits, n=n_judge, max_new_tokens=sizes.judge_new_tokens, **run)
+                   if n_judge else [])
         record = {"method": method, "direction": direction, "seed": seed_key, "layout": layout,
+                  **({"draw": draw} if method == "random" else {}),
                   "myopic_letters": [e.output for e in test], "questions": [it.question for it in items],
                   "options": [list(it.options) for it in items], "text": text.to_dict(),
                   "letter": {"given": ab.to_dict(), "swapped": ab_swapped.to_dict()},
@@ -1298,6 +1352,66 @@ def _matrix(records: Sequence[dict[str, Any]], metric: str) -> list[list[float]]
     return [behaviour_items(r)[metric] for r in records]
 
 
+STEERING_METRICS: tuple[str, ...] = ("text_p_myopic", "letter_debiased_p_myopic", "generation_myopic")
+"""The per-item metrics a steering range is measured on (P(myopic) from the option text, from the debiased
+letters, and the judged greedy answer's being the myopic option)."""
+
+
+def steering_items(
+    toward_myopic: Sequence[dict[str, Any]], toward_non_myopic: Sequence[dict[str, Any]], metric: str
+) -> list[list[float]]:
+    """Per replicate (seed or random draw) and item, ``(m_myopic - m_non_myopic + 1) / 2`` in [0, 1], where
+    ``m_d`` is ``metric`` with the method steering toward ``d``: 0.5 = the two directions do the same (no
+    steering), 1 = the myopic direction gives the myopic option probability 1 and the other direction 0.
+
+    The two lists pair by position (replicate ``i`` toward each direction); zero-shot is its own pair (0.5).
+
+    Raises:
+        ValueError: unequal numbers of replicates, an unknown metric, or a metric a record lacks.
+    """
+    if metric not in STEERING_METRICS:
+        raise ValueError(f"unknown steering metric {metric!r}; allowed: {', '.join(STEERING_METRICS)}")
+    if len(toward_myopic) != len(toward_non_myopic) or not toward_myopic:
+        raise ValueError(f"pair the directions' replicates: {len(toward_myopic)} against {len(toward_non_myopic)}")
+    out = []
+    for a, b in zip(toward_myopic, toward_non_myopic):
+        ia, ib = behaviour_items(a), behaviour_items(b)
+        if metric not in ia or metric not in ib:
+            raise ValueError(f"metric {metric!r} was not measured for {a['method']!r} (no judged answers?)")
+        out.append([(x - y + 1) / 2 for x, y in zip(ia[metric], ib[metric])])
+    return out
+
+
+def _as_range(est: Estimate, *, difference: bool) -> Estimate:
+    # steering items are (range + 1) / 2: a mean range is 2 * mean - 1, a difference of ranges 2 * difference
+    shift = 0.0 if difference else 1.0
+    return replace(est, value=2 * est.value - shift, low=2 * est.low - shift, high=2 * est.high - shift,
+                   difference=True)
+
+
+def steering_range(
+    toward_myopic: Sequence[dict[str, Any]], toward_non_myopic: Sequence[dict[str, Any]], metric: str, *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+) -> Estimate:
+    """How far a method moves ``metric`` between its two directions: the mean over items of ``m_myopic -
+    m_non_myopic`` (in [-1, 1]; 0 = no steering), with the seed-and-item bootstrap interval of
+    :func:`ltvlib.stats.seed_interval` over the replicates of :func:`steering_items`."""
+    items = steering_items(toward_myopic, toward_non_myopic, metric)
+    return _as_range(seed_interval(items, n_resamples=n_resamples), difference=False)
+
+
+def steering_difference(
+    a: tuple[Sequence[dict[str, Any]], Sequence[dict[str, Any]]],
+    b: tuple[Sequence[dict[str, Any]], Sequence[dict[str, Any]]], metric: str, *, n_resamples: int = DEFAULT_RESAMPLES,
+) -> Estimate:
+    """Steering range of method ``a`` minus that of method ``b`` (each given as ``(records toward myopic,
+    records toward non-myopic)``) on the same items, with the paired bootstrap of
+    :func:`ltvlib.stats.paired_bootstrap_difference` (items resampled jointly, each method's replicates
+    independently)."""
+    ia, ib = steering_items(*a, metric), steering_items(*b, metric)
+    return _as_range(paired_bootstrap_difference(ia, ib, n_resamples=n_resamples), difference=True)
+
+
 def myopic_behaviour(
     lm: Any, profile: Profile, *, seeds: Sequence[int] = (0,), sizes: MyopicSizes | None = None,
     layout: str = "listed", n_resamples: int = DEFAULT_RESAMPLES,
@@ -1305,27 +1419,38 @@ def myopic_behaviour(
     """Every method of the chapter toward each direction (:func:`behaviour_scores`, cached per seed) with
     intervals, and the paired differences that decide a verdict.
 
+    The random control (method ``"random"``) has ``sizes.random_draws`` draws per LTV seed; its replicates are
+    (seed, draw) pairs, in that order.
+
     Returns:
-        ``{"n_test", "n_judged", "seeds", "layout", "rows", "differences"}``. ``rows``: one per (method,
-        direction) with ``method``, ``label``, ``direction``, ``seeds`` and ``metrics``
-        (:func:`summarise_behaviour` over the seeds, zero-shot with one) and ``info`` (first seed's).
+        ``{"n_test", "n_judged", "seeds", "layout", "rows", "differences", "records"}``. ``rows``: one per
+        (method, direction) with ``method``, ``label``, ``direction``, ``seeds`` and ``metrics``
+        (:func:`summarise_behaviour` over the replicates, zero-shot with one) and ``info`` (first one's).
         ``differences``: for :data:`DIFFERENCE_METRICS`, each method toward each direction minus zero-shot
         (``versus="zero_shot"``) and, per method, toward ``myopic`` minus toward ``non_myopic`` (``versus=
         "non_myopic"``: the steering range), paired bootstrap over the same items
-        (:func:`ltvlib.stats.paired_bootstrap_difference`), as Estimate dicts.
+        (:func:`ltvlib.stats.paired_bootstrap_difference`), as Estimate dicts; a metric a method did not
+        measure (no judged answers) is left out. ``records``: ``{(method, direction): [record, ...]}``.
     """
     sizes = sizes or myopic_sizes(profile)
     if not seeds:
         raise ValueError("give at least one seed")
     records: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     for method, direction in method_cells(sizes):
-        cell_seeds = list(seeds[:1]) if method == "zero_shot" else list(seeds)
+        if method == "zero_shot":
+            plan = [(seeds[0], 0)]
+        elif method == "random":
+            plan = [(s, k) for s in seeds for k in range(sizes.random_draws)]
+        else:
+            plan = [(s, 0) for s in seeds]
         records[(method, direction)] = [
-            behaviour_scores(lm, profile, method, direction, seed=s, sizes=sizes, layout=layout) for s in cell_seeds]
+            behaviour_scores(lm, profile, method, direction, seed=s, sizes=sizes, layout=layout, draw=k)
+            for s, k in plan]
     rows = [{"method": m, "label": method_label(m), "direction": d, "seeds": [r["seed"] for r in recs],
              "metrics": summarise_behaviour(recs, n_resamples=n_resamples), "info": recs[0]["info"]}
             for (m, d), recs in records.items()]
     zero = records[("zero_shot", None)]
+    zero_items = behaviour_items(zero[0])
     differences = []
     for (m, d), recs in records.items():
         if m == "zero_shot":
@@ -1333,10 +1458,14 @@ def myopic_behaviour(
         pairs = [("zero_shot", zero)] + ([("non_myopic", records[(m, "non_myopic")])] if d == "myopic" else [])
         for versus, other in pairs:
             for metric in DIFFERENCE_METRICS:
+                if metric not in behaviour_items(recs[0]) or metric not in behaviour_items(other[0]):
+                    continue
+                if versus == "zero_shot" and metric not in zero_items:
+                    continue
                 est = paired_bootstrap_difference(_matrix(recs, metric), _matrix(other, metric),
                                                   n_resamples=n_resamples)
                 differences.append({"method": m, "direction": d, "versus": versus, "metric": metric,
                                     "estimate": est.to_dict()})
     first = zero[0]
     return {"n_test": len(first["myopic_letters"]), "n_judged": len(first["generation"]["judged"]),
-            "seeds": list(seeds), "layout": layout, "rows": rows, "differences": differences}
+            "seeds": list(seeds), "layout": layout, "rows": rows, "differences": differences, "records": records}

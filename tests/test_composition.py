@@ -131,7 +131,13 @@ def test_composition_result_end_to_end_and_cached(llama, cache):
     prof = get_profile("smoke")
     sizes = comp.CompositionSizes(seeds=(0,), scales=(0.5, 1.0), icl_shots=(2,))
     r = comp.composition_result(llama, prof, sizes, seed=0)
-    assert set(r["methods"]) == {"zero-shot", "2-shot ICL", "EN->FR", "M->F", "EN->FR + M->F", "composed LTV"}
+    assert set(r["methods"]) == {"zero-shot", "2-shot ICL", "EN->FR", "M->F", "EN->FR + M->F",
+                                 "random (norm of the sum)", "composed LTV"}
+    for m in r["methods"].values():
+        assert len(m["correct"]) == len(m["french_fem"]) == m["n"]
+        assert sum(m["correct"]) / m["n"] == pytest.approx(m["accuracy"])
+        assert sum(m["french_fem"]) / m["n"] == pytest.approx(m["form_choice"]["french_fem"])
+    assert all(isinstance(v["trained"], bool) for v in r["vectors"].values())
     assert [(g["a"], g["b"]) for g in r["grid"]] == [(0.5, 0.5), (0.5, 1.0), (1.0, 0.5), (1.0, 1.0)]
     one = next(g for g in r["grid"] if g["a"] == 1.0 and g["b"] == 1.0)
     assert one["accuracy"] == r["methods"]["EN->FR + M->F"]["accuracy"]

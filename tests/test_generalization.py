@@ -169,3 +169,55 @@ def test_transfer_matrix_covers_every_pair(llama, cache):
         bad = LearnedTaskVector(torch.zeros(1, llama.d_model), (1,), (0,), llama.name, "antonym", "fast", 0, 0,
                                 FAST_RECIPE)
         gen.transfer_accuracy(llama, bad, "sst2", prof)
+
+
+def test_transfer_keeps_per_query_correctness(llama, cache):
+    prof = get_profile("smoke")
+    r = gen.transfer_accuracy(llama, fake_ltv(llama, "antonym", 1, scale=20.0), "sst2", prof)
+    assert len(r["correct"]) == len(r["label_correct"]) == r["n"]
+    assert sum(r["correct"]) / r["n"] == pytest.approx(r["accuracy"])
+    assert sum(r["label_correct"]) / r["n"] == pytest.approx(r["label_accuracy"])
+
+
+def test_random_transfer_draws_vectors_of_the_ltvs_norm(llama, cache, monkeypatch):
+    prof = get_profile("smoke")
+    ltv = fake_ltv(llama, "antonym", 0, scale=20.0)
+    seen = []
+    real = gen.evaluate
+
+    def spy(es, edits=()):
+        seen.append([e.vector.clone() for e in edits])
+        return real(es, edits)
+
+    monkeypatch.setattr(gen, "evaluate", spy)
+    draws = gen.random_transfer(llama, ltv, "sst2", prof, n_draws=3, seed=4)
+    assert [d["draw"] for d in draws] == [0, 1, 2] and all(len(d["correct"]) == d["n"] for d in draws)
+    assert len(seen) == 3
+    for v in seen:
+        assert float(v[0].norm()) == pytest.approx(float(ltv.vectors.norm()), rel=1e-5)
+    assert not torch.allclose(seen[0][0], seen[1][0])
+    assert gen.random_transfer(llama, ltv, "sst2", prof, n_draws=3, seed=4) == draws and len(seen) == 3  # cached
+    with pytest.raises(ValueError, match="n_draws"):
+        gen.random_transfer(llama, ltv, "sst2", prof, n_draws=0)
+
+
+def test_cluster_gap_interval_and_permutation_control():
+    # three groups of three (with groups of two, 1 in 15 shufflings gives back the true grouping: p >= 0.07)
+    groups = ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+    x = torch.tensor([[1.0, 0, 0], [0.9, 0.1, 0], [0.95, 0, 0.1], [0, 1.0, 0], [0.1, 0.9, 0], [0, 0.95, 0.1],
+                      [0, 0, 1.0], [0, 0.1, 0.9], [0.1, 0, 0.95]])
+    cos = gen.cosine_matrix(x)
+    gaps = gen.task_gaps(groups, cos)
+    assert set(gaps) == {"a", "b", "c"} and all(g > 0.8 for g in gaps.values())
+    est = gen.gap_interval(groups, cos, n_resamples=500)
+    assert est.n == 3 and est.seeds == 3 and 0 < est.low <= est.value <= est.high
+    perm = gen.gap_permutation(groups, cos, n_permutations=199)
+    assert perm.value == pytest.approx(gen.cluster_gap(groups, cos)) and perm.value > perm.high
+    margin = gen.control_margin(perm, n=9)
+    assert margin.low > 0 and margin.value == pytest.approx(perm.value - perm.mean)
+    # unstructured vectors: the gap sits among the shuffled ones
+    rand = gen.cosine_matrix(torch.randn(9, 50, generator=torch.Generator().manual_seed(0)))
+    noise = gen.control_margin(gen.gap_permutation(groups, rand, n_permutations=199), n=9)
+    assert noise.low < 0 < noise.high
+    with pytest.raises(ValueError, match="two groups"):
+        gen.gap_interval(["a", "a", "b"], gen.cosine_matrix(x[:3]))

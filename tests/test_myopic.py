@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 
 import pytest
@@ -35,6 +37,7 @@ from ltvlib.myopic import (
     letter_bias,
     letter_log_odds,
     ltv_profile,
+    ltv_recipe,
     ltv_splits,
     match_option,
     method_cells,
@@ -52,6 +55,9 @@ from ltvlib.myopic import (
     parse_item,
     score_ab,
     score_option_text,
+    steering_difference,
+    steering_items,
+    steering_range,
     summarise_ab,
     swap_options,
     text_demos,
@@ -140,8 +146,11 @@ def test_ltv_splits_train_on_the_profile_sizes_and_stop_on_balanced_questions():
     my, other = ltv_splits("myopic", prof, sizes), ltv_splits("non_myopic", prof, sizes)
     assert {(e.input, other_letter(e.output)) for e in my.validation} == {(e.input, e.output) for e in other.validation}
     # None keeps the profile's sizes
-    plain = replace(sizes, ltv_n_train=None, ltv_n_val=None)
+    plain = replace(sizes, ltv_n_train=None, ltv_n_val=None, ltv_patience=None)
     assert ltv_profile(prof, plain) == prof
+    # the cpu LTVs run the recipe's whole schedule (patience = its epochs), everything else as the recipe
+    assert ltv_recipe(prof, sizes) == replace(prof.recipe, patience=sizes.ltv_patience)
+    assert ltv_profile(prof, sizes).recipe.patience == sizes.ltv_patience == prof.recipe.epochs
 
 
 def test_extraction_configs_use_the_task_template_and_the_shot_override():
@@ -244,7 +253,8 @@ def test_method_scores_run_cache_and_check_arguments(llama, cache):
     smoke = get_profile("smoke")
     prof = dataclasses.replace(smoke, recipe=with_config(smoke.recipe, lr=4.0, init_range=4.0))
     sizes = myopic_sizes(prof)
-    assert method_names(sizes) == ["zero_shot", "icl2", "vanilla_tv", "vanilla_tv_difference", "function_vector", "ltv"]
+    assert method_names(sizes) == ["zero_shot", "icl2", "vanilla_tv", "vanilla_tv_difference", "function_vector", "ltv",
+                                   "random"]
     n = len(balanced_test(sizes.task, sizes.n_test))
     for method in method_names(sizes):
         for direction in [None] if method == "zero_shot" else DIRECTIONS:
@@ -525,7 +535,7 @@ def test_behaviour_scores_run_cache_and_summarise(llama, cache):
     sizes = myopic_sizes(prof)
     n = len(balanced_test(sizes.task, sizes.n_test))
     cells = method_cells(sizes)
-    assert cells[0] == ("zero_shot", None) and ("ltv", "non_myopic") in cells and len(cells) == 1 + 2 * 5
+    assert cells[0] == ("zero_shot", None) and ("ltv", "non_myopic") in cells and len(cells) == 1 + 2 * 6
     zero = behaviour_scores(llama, prof, "zero_shot", None, seed=3)
     assert zero["seed"] is None and behaviour_scores(llama, prof, "zero_shot", None) == zero
     assert len(zero["text"]["logprob"]) == len(zero["myopic_letters"]) == n
@@ -559,5 +569,69 @@ def test_behaviour_scores_run_cache_and_summarise(llama, cache):
     theirs = behaviour_items(behaviour_scores(llama, prof, "ltv", "non_myopic"))["text_p_myopic"]
     assert steer["value"] == pytest.approx(sum(mine) / n - sum(theirs) / n)
     assert ("zero_shot", None, "zero_shot", "text_p_myopic") not in diffs
+    # the random control: one record per draw, each a vector of the LTV's norm at its site
+    rnd = table["records"][("random", "myopic")]
+    assert [r["draw"] for r in rnd] == list(range(sizes.random_draws))
+    assert rnd[0]["info"]["norm"] == pytest.approx(ltv["info"]["norm"], rel=1e-5)
+    assert rnd[0]["text"] != rnd[1]["text"]
+    rng = steering_range(table["records"][("ltv", "myopic")], table["records"][("ltv", "non_myopic")],
+                         "text_p_myopic", n_resamples=200)
+    assert rng.value == pytest.approx(steer["value"]) and rng.low <= rng.value <= rng.high
     # the same call again reads every cell from the cache and gives the same numbers
     assert myopic_behaviour(llama, prof, n_resamples=200) == table
+    # a method outside judge_methods generates nothing, and its generation metrics are absent
+    quiet = replace(sizes, judge_methods=("zero_shot",))
+    fv = behaviour_scores(llama, prof, "function_vector", "myopic", sizes=quiet)
+    assert fv["generation"]["judged"] == [] and "generation_myopic" not in fv["summary"]
+    assert "text_p_myopic" in fv["summary"]
+
+
+def _record(p_myopic_text: list[float], judged: list[str]) -> dict:
+    """A minimal behaviour record: myopic option = option 0 (letter A); text log-probs giving P(myopic)."""
+    n = len(p_myopic_text)
+    logprob = [[[math.log(p), math.log(1 - p)]] * 2 for p in p_myopic_text]
+    # a pure letter bias: A is preferred 0.7 : 0.3 whichever option it labels
+    ab = {"p_a": [0.7] * n, "p_b": [0.3] * n, "top_label": ["A"] * n, "top_token": ["A"] * n}
+    swapped = dict(ab)
+    return {"method": "x", "myopic_letters": ["A"] * n,
+            "text": {"logprob": logprob, "n_tokens": [[1, 1]] * n, "orders": [[0, 1], [1, 0]], "layout": "listed"},
+            "letter": {"given": ab, "swapped": swapped}, "generation": {"answers": [""] * len(judged), "judged": judged}}
+
+
+def test_steering_range_and_difference_on_synthetic_records():
+    up = _record([0.9, 0.8, 0.7, 0.6], ["myopic"] * 4)
+    down = _record([0.1, 0.2, 0.3, 0.4], ["non_myopic"] * 4)
+    flat = _record([0.5] * 4, ["neither"] * 4)
+    items = steering_items([up], [down], "text_p_myopic")
+    assert items[0] == pytest.approx([0.9, 0.8, 0.7, 0.6])
+    est = steering_range([up], [down], "text_p_myopic", n_resamples=200)
+    assert est.value == pytest.approx(0.5) and est.difference and est.low <= 0.5 <= est.high
+    assert steering_range([flat], [flat], "text_p_myopic", n_resamples=200).value == pytest.approx(0.0)
+    assert steering_range([up], [down], "generation_myopic", n_resamples=200).value == pytest.approx(1.0)
+    # the records' pure letter bias cancels over both orders: P(myopic) 0.5 from the letters, no steering
+    assert behaviour_items(up)["letter_debiased_p_myopic"] == pytest.approx([0.5] * 4)
+    assert steering_range([up], [down], "letter_debiased_p_myopic", n_resamples=200).value == pytest.approx(0.0)
+    d = steering_difference(([up], [down]), ([flat], [flat]), "text_p_myopic", n_resamples=200)
+    assert d.value == pytest.approx(0.5) and d.low <= d.value <= d.high and d.n == 4
+    with pytest.raises(ValueError, match="pair the directions"):
+        steering_items([up, up], [down], "text_p_myopic")
+    with pytest.raises(ValueError, match="unknown steering metric"):
+        steering_items([up], [down], "letter_says_a")
+    with pytest.raises(ValueError, match="not measured"):
+        steering_items([_record([0.6], [])], [_record([0.4], [])], "generation_myopic")
+
+
+def test_random_vector_edits_keep_the_norm_and_site_and_depend_on_the_draw(llama):
+    from ltvlib.ltv import LearnedTaskVector
+    from ltvlib.myopic import random_vector_edits
+
+    ltv = LearnedTaskVector(vectors=torch.randn(1, llama.d_model) * 3, layers=(1,), positions=(-1,), model="m",
+                            task="myopic", recipe="fast", seed=2, shots=0, config=get_profile("smoke").recipe,
+                            curve=[], best_val_accuracy=0.0, steps=0, seconds=0.0)
+    a, b = random_vector_edits(ltv, 0), random_vector_edits(ltv, 1)
+    assert (a[0].layer, a[0].position) == (1, -1)
+    assert float(a[0].vector.norm()) == pytest.approx(float(ltv.vectors.norm()), rel=1e-5)
+    assert not torch.allclose(a[0].vector, b[0].vector)
+    assert torch.equal(a[0].vector, random_vector_edits(ltv, 0)[0].vector)
+    with pytest.raises(ValueError, match="draw"):
+        random_vector_edits(ltv, -1)
