@@ -89,13 +89,15 @@ def child(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     for task, layer, seed in _jobs(args, lm):
         splits = load_splits(task, seed=0, n_train=prof.n_train, n_val=prof.n_val)
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         ltv = train_ltv(lm, task, layers=[layer], recipe=prof.recipe, seed=seed, splits=splits, progress=False)
         records.append({"task": task, "layer": layer, "seed": seed, "seconds": time.perf_counter() - t,
+                        "cpu_seconds": time.process_time() - cpu,
                         "steps": ltv.steps, "best_val_accuracy": ltv.best_val_accuracy, "trained": ltv.trained})
         vectors[f"{task}/{layer}/{seed}"] = ltv.vectors
         print(json.dumps(records[-1]), flush=True)
     wall = time.perf_counter() - start
+    cpu_total = sum(r["cpu_seconds"] for r in records)
     store = None
     try:
         from ltvlib import prompt_store
@@ -106,7 +108,7 @@ def child(args: argparse.Namespace) -> None:
     except ImportError:
         pass
     torch.save(vectors, out / "vectors.pt")
-    summary = {"wall_seconds": wall, "jobs": records, "store": store, "gemm_gflops_before": rate_before,
+    summary = {"wall_seconds": wall, "cpu_seconds": cpu_total, "jobs": records, "store": store, "gemm_gflops_before": rate_before,
                "gemm_gflops_after": gemm_rate(), "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                "load_average": os.getloadavg()}
     if args.floor:
@@ -176,6 +178,8 @@ def main() -> None:
     parser.add_argument("--baseline", default="main", help="git ref of today's path, or 'env' (LTV_PROMPT_STORE=0)")
     parser.add_argument("--n-test", type=int, default=200)
     parser.add_argument("--floor", action="store_true")
+    parser.add_argument("--parallel", action="store_true",
+                        help="run the two paths at the same time (on a shared machine both then see the same load)")
     parser.add_argument("--out", default=None, help="JSON report (default: print only)")
     parser.add_argument("--child", choices=["old", "new"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", default=None, help=argparse.SUPPRESS)
@@ -186,11 +190,11 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="ltv-sweep-"))
     base = ROOT if args.baseline == "env" else _export_baseline(args.baseline, work)
-    passthrough = [a for a in sys.argv[1:] if a not in ("--floor",)]
+    passthrough = [a for a in sys.argv[1:] if a not in ("--floor", "--parallel")]
     if "--out" in passthrough:
         i = passthrough.index("--out")
         del passthrough[i : i + 2]
-    dirs = {}
+    dirs, running = {}, []
     # new first: whatever the two share on disk (the stream RMS cache) favours the old path, not the new one
     for path in ("new", "old"):
         env = dict(os.environ, PYTHONPATH=str(ROOT if path == "new" else base))
@@ -201,7 +205,12 @@ def main() -> None:
         if path == "new" and args.floor:
             cmd.append("--floor")
         print(f"== {path}: PYTHONPATH={env['PYTHONPATH']}", flush=True)
-        subprocess.run(cmd, env=env, check=True, cwd=work)
+        running.append(subprocess.Popen(cmd, env=env, cwd=work))
+        if not args.parallel:
+            running[-1].wait()
+    for proc in running:
+        if proc.wait() != 0:
+            raise SystemExit(f"a child failed: {proc.args}")
     summaries = {p: json.loads((d / "summary.json").read_text()) for p, d in dirs.items()}
     compared = _evaluate(dirs, args.n_test)
     report = {"command": " ".join(["OMP_NUM_THREADS=" + os.environ.get("OMP_NUM_THREADS", "?"), "python", "bench/sweep.py",
@@ -209,17 +218,18 @@ def main() -> None:
               "baseline": args.baseline, "summaries": summaries, **compared}
     new, old = summaries["new"], summaries["old"]
     print(f"wall: old {old['wall_seconds']:.0f} s, new {new['wall_seconds']:.0f} s, "
-          f"speed-up {old['wall_seconds'] / new['wall_seconds']:.2f}x")
+          f"speed-up {old['wall_seconds'] / new['wall_seconds']:.2f}x; CPU: old {old['cpu_seconds']:.0f} s, "
+          f"new {new['cpu_seconds']:.0f} s, {old['cpu_seconds'] / new['cpu_seconds']:.2f}x")
     print(f"peak RSS: old {old['peak_rss_bytes'] / 2**30:.2f} GiB, new {new['peak_rss_bytes'] / 2**30:.2f} GiB; "
           f"store peak {new['store']['peak_bytes'] / 2**20:.0f} MiB")
     same = sum(compared["accuracy"]["new"][k] == compared["accuracy"]["old"][k] for k in compared["accuracy"]["new"])
     print(f"test accuracies equal for {same} of {len(compared['accuracy']['new'])} vectors; "
           f"max |new - old| = {max(compared['max_abs_diff'].values()):.2e} "
           f"(relative to the vector's largest entry {max(compared['max_rel_diff'].values()):.2e})")
-    print("per job (old s, new s, old acc, new acc):")
+    print("per job (old wall s, new wall s, old CPU s, new CPU s, old acc, new acc):")
     for a, b in zip(old["jobs"], new["jobs"]):
         key = f"{a['task']}/{a['layer']}/{a['seed']}"
-        print(f"  {key:16s} {a['seconds']:6.1f} {b['seconds']:6.1f} {compared['accuracy']['old'][key]:.3f} "
+        print(f"  {key:16s} {a['seconds']:6.1f} {b['seconds']:6.1f} {a['cpu_seconds']:6.1f} {b['cpu_seconds']:6.1f} {compared['accuracy']['old'][key]:.3f} "
               f"{compared['accuracy']['new'][key]:.3f}")
     if "floor" in new:
         rate = min(new["gemm_gflops_before"], new["gemm_gflops_after"]), max(new["gemm_gflops_before"], new["gemm_gflops_after"])
