@@ -1,12 +1,16 @@
 """Would 3 seeds as rows of one batch pay? Time a training step (forward + backward, warm caches) on 16 rows
 and on 48 rows (3 x 16) at layer 15, antonym, and compare 3 x t(16) with t(48)."""
-import time, torch
-from ltvlib.models import load_model
-from ltvlib.ltv import _training_prompts, answer_loss
+import time
+
+import torch
+
 from ltvlib.inject import VectorEdit
+from ltvlib.ltv import _training_prompts, answer_loss
+from ltvlib.models import load_model
 from ltvlib.prompts import answer_ids
 from ltvlib.runner import tail_needed
-from ltvlib.tasks import load_splits, get_task
+from ltvlib.tasks import get_task, load_splits
+
 lm = load_model("smollm2-135m", device="cpu")
 task = get_task("antonym")
 sp = load_splits(task, seed=0, n_train=600, n_val=200)

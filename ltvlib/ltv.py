@@ -33,10 +33,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from . import prompt_store
 from .cache import atomic_write_bytes, cache_path, code_version, task_key
 from .evaluate import EvalSet, evaluate
 from .inject import VectorEdit, resolve_positions
-from . import prompt_store
 from .prompts import answer_ids, encode_prompts, sample_demos
 from .runner import PromptRunner, Tail, tail_needed
 from .sites import check_layer

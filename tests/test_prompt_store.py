@@ -47,7 +47,7 @@ def first_pass_rows(monkeypatch):
 @pytest.mark.parametrize("shots", [0, 2])
 def test_store_gives_the_vectors_of_the_lazy_path(tiny, fresh, monkeypatch, layer, shots):
     config = with_config(CONFIG, demo_sets=2)
-    kwargs = dict(layers=[layer], shots=shots, recipe=config, seed=1, splits=_splits(), progress=False)
+    kwargs = {"layers": [layer], "shots": shots, "recipe": config, "seed": 1, "splits": _splits(), "progress": False}
     stored = train_ltv(tiny, "antonym", **kwargs)
     assert fresh.builds == 2 and fresh.prefilled_rows > 0
     monkeypatch.setenv("LTV_PROMPT_STORE", "0")
@@ -59,7 +59,7 @@ def test_store_gives_the_vectors_of_the_lazy_path(tiny, fresh, monkeypatch, laye
 
 
 def test_position_counted_from_the_start_matches_the_lazy_path(llama, fresh, monkeypatch):
-    kwargs = dict(layers=[1], positions=[3, -1], recipe=CONFIG, seed=0, splits=_splits(), progress=False)
+    kwargs = {"layers": [1], "positions": [3, -1], "recipe": CONFIG, "seed": 0, "splits": _splits(), "progress": False}
     stored = train_ltv(llama, "antonym", **kwargs)
     monkeypatch.setenv("LTV_PROMPT_STORE", "0")
     lazy = train_ltv(llama, "antonym", **kwargs)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from ltvlib import stream_scale
 from ltvlib.inject import record_residual
 from ltvlib.prompts import encode_prompts, pad_left
