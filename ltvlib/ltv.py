@@ -10,7 +10,8 @@ Two recipes (:data:`PAPER_RECIPE`, :data:`FAST_RECIPE`):
 - ``paper``: the authors' released recipe, batch 1, full forward per step (see the config's docstring).
 - ``fast`` (default): batches of 16 and the prompt prefix before the earliest injected position is cached
   (:mod:`ltvlib.runner`; per row for a position counted from the start) so each step only runs the tokens
-  from there on; the gradient is the full forward's (tested). Its learning rate and initial range are *relative to the stream*: multiples of
+  from there on; the gradient is the full forward's (tested). Those caches are built once per (model, task
+  split, prompt format) and shared by every layer, seed and recipe in the process (:mod:`ltvlib.prompt_store`). Its learning rate and initial range are *relative to the stream*: multiples of
   the RMS of the residual stream at each vector's site (:mod:`ltvlib.stream_scale`), so the same recipe
   takes steps of the same relative size at every layer and on every model.
 

@@ -14,12 +14,17 @@ every :func:`ltvlib.ltv.train_ltv` call in the process: every layer of a layer s
 (one more full forward per prompt), so a sweep pays once when it goes from the lowest layer up (chapter 01 does).
 
 **Memory bound**: only blocks ``first_layer..L-1`` are kept; the store holds at most ``max_bytes`` (default
-:data:`DEFAULT_MAX_BYTES`, 3 GiB, or ``LTV_PROMPT_STORE_BYTES``) of cached tensors over all entries and evicts
+:data:`DEFAULT_MAX_BYTES`, 2 GiB, or ``LTV_PROMPT_STORE_BYTES``) of cached tensors over all entries and evicts
 the least recently used entries past it (never the one just asked for; a single entry is bounded by its
 runners' own ``max_cache_bytes``: 640 MiB per training runner, 1.5 GiB per validation set). While an entry is
-being built the old ones are still held, so the momentary peak is the bound plus one entry. On SmolLM2-135M in
-fp32 a zero-shot Antonym entry from block 0 holds about 0.5 MB per prompt (30 blocks of keys/values of a
-~10-token prefix plus the tail's states), so 600 training and 200 validation prompts take about 0.4 GB.
+being built the old ones are still held, so the momentary peak is the bound plus one entry. On SmolLM2-135M
+in fp32 (3 KV heads of 64, 30 blocks) the train and validation entries of one task at the ``cpu`` sizes (600 and
+200 queries), from block 0 / from the middle block 15, hold: Capital 57 / 28 MiB, Capitalize 200 / 100,
+Antonym 237 / 118 (measured: 213 MiB from block 3, as computed), TREC 157 / 78, SST-2 1,009 / 505, SNLI
+1,377 / 688, RTE 2,899 / 1,450 MiB, the last three before the runners' own caps (rows past a cap are
+recomputed per batch, as before the store). Worst case held: the bound plus the entry being built (2 GiB +
+2.1 GiB), against up to 4.3 GiB for the four runners (two tasks, capped per runner only) the code before
+the store could hold.
 
 ``LTV_PROMPT_STORE=0`` selects the code path before the store (``legacy``): runners built and cached per call
 site as before, each prompt's cache computed lazily inside the training batches, at most four runners kept
@@ -34,8 +39,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_MAX_BYTES = 3 * 2**30
-"""Default bound of the store's cached tensors over all entries (3 GiB)."""
+DEFAULT_MAX_BYTES = 2 * 2**30
+"""Default bound of the store's cached tensors over all entries (2 GiB)."""
 
 
 def enabled() -> bool:
