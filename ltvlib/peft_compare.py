@@ -781,13 +781,14 @@ def compare_sizes(profile: Any) -> CompareSizes:
 
     ``paper``: the fast recipe itself (batches of 16, at most 8 epochs of 128 samples, patience 2 counted after a
     first gain), 600 training and 200 validation queries, the whole test split. ``cpu``: every method pays a full
-    forward and backward pass of the model per step, and the race is 7 methods x 3 seeds, so the chapter is held
+    forward and backward pass of the model per step, and the race is 6 methods x 3 seeds, so the chapter is held
     to about 15 minutes on two CPU cores: batches of 8, at most 4 epochs of 48 samples (a sample budget of 192,
     24 steps), validation once per epoch on 32 queries, patience 2 counted after a first gain, 200 test queries,
     no fresh-process memory measurement. Measured on SST-2 (2 threads, otherwise idle machine): a training step
     of batch 8 costs about 0.7 s for the LTV and rank-1 LoRA, and 64 test prompts about 3.3 s, so one LTV run
-    costs about 35 s; the other methods 1.2-1.9 times that (prompt tuning with 20 virtual tokens the most), the
-    21 runs about 16 minutes without early stopping. ``smoke``: two epochs of one batch of 2, 4 validation and
+    costs about 35 s (73.6 CPU seconds single-threaded, measured on a loaded machine); the other methods 1.0-1.5
+    times that, prompt tuning with 20 virtual tokens 1.8 times (the chapter races it in ``paper`` only): the 18
+    runs of the ``cpu`` race about 13-17 minutes on two cores, less where early stopping ends runs sooner. ``smoke``: two epochs of one batch of 2, 4 validation and
     4 test queries.
 
     Under the released ``paper`` recipe (batch 1, at most 10 epochs of 100 samples, lr 5e-3 for the LTV) the
