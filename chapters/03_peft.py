@@ -113,8 +113,10 @@ display(Markdown(
 # - **Same batches and sample budget.** `batch_schedule` draws exactly the query indices `train_ltv` draws
 #   with the same seed (a test checks it): with one seed, every method sees the same batches in the same order,
 #   and no method sees more samples than the budget.
-# - **One early-stopping rule** (`StoppingRule`, the rule `train_ltv` applies to the LTV): validate after
-#   every epoch, stop after `patience` validations without a better score, keep the best parameters. A run
+# - **One early-stopping rule** (`StoppingRule`, shared by every method): validate after every epoch, stop
+#   after `patience` validations without a better score, keep the best parameters. In the `paper` profile it
+#   is the rule `train_ltv` applies to the LTV (patience 2); the `cpu` profile's budget is too small for
+#   patience 2 to run out, so it stops at the first validation without a gain (patience 1). A run
 #   whose patience ran out within the budget has *converged* in the rule's sense; any other run is counted as
 #   not converged in the tables.
 # - **Same optimiser.** AdamW (weight decay 0.01), the learning rate decayed linearly to 0 over the budget.

@@ -347,7 +347,9 @@ def test_race_sizes_follow_the_profile_and_its_recipe():
 
     cpu = pc.compare_sizes("cpu")
     assert cpu.n_test >= 200 and cpu.schedule.lr == pytest.approx(2.7) and not cpu.schedule.relative_to_stream
-    assert cpu.stopping_rule() == pc.StoppingRule.from_config(cpu.schedule)
+    rule = cpu.stopping_rule()  # one rule for every method: once per epoch, stop at the first validation without a gain
+    assert (rule.val_every, rule.patience, rule.after_gain) == (cpu.schedule.samples_per_epoch, 1, True)
+    assert pc.compare_sizes("paper").stopping_rule() == pc.StoppingRule.from_config(pc.compare_sizes("paper").schedule)
     paper_recipe = pc.compare_sizes(get_profile("cpu", recipe="paper"))
     assert paper_recipe.schedule == PAPER_RECIPE and paper_recipe.n_test == cpu.n_test
     smoke = pc.compare_sizes(get_profile("smoke", recipe="paper"))
