@@ -32,7 +32,8 @@
 # **This chapter runs a fair race.** The LTV and three `peft` adapters (prompt tuning, prefix tuning, LoRA)
 # are trained on the same zero-shot prompts, with the same loss, the same batches in the same order, the same
 # sample budget and one early-stopping rule, each with three training seeds, and tested on the same test
-# queries. Each adapter runs at the paper's parameter budget and at its commonly used default setting. The
+# queries. Each adapter runs at the paper's parameter budget and at its commonly used default setting (prompt
+# tuning's default, the costliest, in the `paper` profile or on request). The
 # verdicts compare methods query by query (paired bootstrap over the same test queries and seeds).
 
 # %% tags=["parameters"]
