@@ -135,12 +135,13 @@ PREFIX_LR = 3e-2
 LORA_LR = 1e-2
 
 
-def equal_budget_methods(lm: Any) -> list[Method]:
+def equal_budget_methods(lm: Any, *, ltv_lr: float = LTV_LR) -> list[Method]:
     """The paper's budgets: LTV (d), 1 virtual token of prompt tuning (d) and of prefix tuning
-    (2 L H_kv h), rank-1 LoRA on ``o_proj`` of the middle layer (``H h + d``, = 2d on SmolLM2)."""
+    (2 L H_kv h), rank-1 LoRA on ``o_proj`` of the middle layer (``H h + d``, = 2d on SmolLM2).
+    ``ltv_lr``: the LTV's learning rate (default the fast recipe's, absolute; the race passes its schedule's)."""
     mid = lm.middle_layer
     return [
-        Method("ltv", "ltv", LTV_LR, layers=(mid,)),
+        Method("ltv", "ltv", ltv_lr, layers=(mid,)),
         Method("prompt-1", "prompt_tuning", PROMPT_LR, virtual_tokens=1),
         Method("prefix-1", "prefix_tuning", PREFIX_LR, virtual_tokens=1),
         Method(f"lora-r1-o{mid}", "lora", LORA_LR, rank=1, targets=("o_proj",), layers=(mid,)),
@@ -173,9 +174,9 @@ def default_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
     return methods
 
 
-def race_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
+def race_methods(lm: Any, *, prompt_tuning: bool = True, ltv_lr: float = LTV_LR) -> list[Method]:
     """The fair race's field: every equal-budget method, then each adapter's default setting."""
-    return equal_budget_methods(lm) + default_methods(lm, prompt_tuning=prompt_tuning)
+    return equal_budget_methods(lm, ltv_lr=ltv_lr) + default_methods(lm, prompt_tuning=prompt_tuning)
 
 
 def parameter_units(lm: Any, method: Method) -> str:
@@ -560,8 +561,11 @@ def train_and_measure(
         ``wall_seconds``, ``median_step_seconds``, ``step_seconds``, ``rule``, ``n_validations``, ``curve``
         (per validation: ``epoch``, ``step``, ``samples``, ``train_seconds``, ``wall_seconds``,
         ``val_accuracy``, ``val_balanced_accuracy``, ``val_score``, ``loss`` = mean training loss since the
-        previous validation), ``latency_ms`` (test inference per example), and on CUDA ``peak_train_mb`` /
-        ``peak_infer_mb``.
+        previous validation), ``latency_ms`` (test inference per example), on CUDA ``peak_train_mb`` /
+        ``peak_infer_mb``; ``test_correct`` (0/1 per test query, in the split's order: the paired comparisons'
+        input), ``start_val_score`` (the starting parameters' score), ``trained`` (the kept score strictly above
+        the start, as ``LearnedTaskVector.trained``), ``stopped_by_rule`` (the rule's patience ran out within the
+        sample budget, at its last validation included: converged by the rule's definition) and ``seed``.
 
     Raises:
         FloatingPointError: the loss became NaN or infinite.
@@ -600,6 +604,7 @@ def train_and_measure(
         stopper = EarlyStopping(rule, validate(0, 0, 0, []))
         best_state, best = trainee.state(), curve[0]
         step, samples, losses = 0, 0, []
+        stopped = False
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
         for b, (epoch, index) in enumerate(batches):
@@ -631,6 +636,7 @@ def train_and_measure(
             if stopper.observe(score):
                 best_state, best = trainee.state(), curve[-1]
             elif stopper.stop:
+                stopped = True
                 break
         peak_train = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
         wall = time.perf_counter() - start
@@ -660,6 +666,9 @@ def train_and_measure(
             "latency_ms": 1000 * infer_seconds / len(correct), "eval_batch": eval_batch,
             "peak_train_mb": peak_train, "peak_infer_mb": peak_infer,
             "initial_loss": curve[1]["loss"] if len(curve) > 1 else float("nan"),
+            "test_correct": [int(c) for c in correct], "start_val_score": curve[0]["val_score"],
+            "trained": best["val_score"] > curve[0]["val_score"], "stopped_by_rule": stopped,
+            "seed": seed,
         }
     finally:
         trainee.close()
@@ -765,25 +774,45 @@ class CompareSizes:
 
 
 def compare_sizes(profile: Any) -> CompareSizes:
-    """Sizes per profile.
+    """Sizes of the race per profile (a :class:`ltvlib.profiles.Profile` or its name) and its recipe.
 
-    ``paper``: the LTV's own sizes and fast recipe (600/400, ``FAST_RECIPE``). ``cpu``: every method costs a
-    full forward and backward pass of the model per step, so the chapter (three tasks, five methods) is held to
-    about 8-10 minutes on two CPU cores: batches of 8, at most 3 epochs of 6 steps, 24 validation and 64 test
-    queries, inference in batches of 16. Measured single-threaded on the book's 2-core machine, a step of
-    batch 8 costs 2-4 CPU seconds on SST-2 (prompts up to 65 tokens), about 1 s on Antonym and 1.3 s on TREC,
-    so one method on the three tasks costs about 130 CPU seconds, training, validation and test included.
-    ``smoke``: two steps of 2, no memory measurement (its fresh processes alone would exceed the smoke
-    budget)."""
-    name = profile.name if hasattr(profile, "name") else str(profile)
+    The schedule is the profile's LTV recipe (``profile.recipe``) made absolute (:func:`absolute_recipe`), at
+    the race's sizes; under the ``fast`` recipe:
+
+    ``paper``: the fast recipe itself (batches of 16, at most 8 epochs of 128 samples, patience 2 counted after a
+    first gain), 600 training and 200 validation queries, the whole test split. ``cpu``: every method pays a full
+    forward and backward pass of the model per step, and the race is 6 methods x 3 seeds, so the chapter is held
+    to about 15 minutes on two CPU cores: batches of 8, at most 4 epochs of 48 samples (a sample budget of 192,
+    24 steps), validation once per epoch on 32 queries, patience 1 counted after a first gain, 200 test queries,
+    no fresh-process memory measurement. Measured on SST-2 (2 threads, otherwise idle machine): a training step
+    of batch 8 costs about 0.7 s for the LTV and rank-1 LoRA, and 64 test prompts about 3.3 s, so one LTV run
+    costs about 35 s (73.6 CPU seconds single-threaded, measured on a loaded machine); the other methods 1.0-1.5
+    times that, prompt tuning with 20 virtual tokens 1.8 times (the chapter races it in ``paper`` only): the 18
+    runs of the ``cpu`` race about 13-17 minutes on two cores, less where early stopping ends runs sooner. ``smoke``: two epochs of one batch of 2, 4 validation and
+    4 test queries.
+
+    Under the released ``paper`` recipe (batch 1, at most 10 epochs of 100 samples, lr 5e-3 for the LTV) the
+    schedule is that recipe in ``cpu`` and ``paper`` (hours on a CPU) and two epochs of 2 samples in ``smoke``.
+    """
+    if isinstance(profile, str):
+        from .profiles import get_profile
+
+        profile = get_profile(profile)
+    name = profile.name
+    base = absolute_recipe(profile.recipe)
+    paper_recipe = base.recipe == "paper"
     if name == "paper":
-        return CompareSizes(600, 400, None, absolute_recipe(FAST_RECIPE))
+        return CompareSizes(600, 200, None, base)
     if name == "cpu":
-        return CompareSizes(600, 24, 64, with_config(absolute_recipe(FAST_RECIPE), batch_size=8, samples_per_epoch=48, epochs=3),
-                            eval_batch=16)
+        schedule = base if paper_recipe else with_config(base, batch_size=8, samples_per_epoch=48, epochs=4)
+        # patience 1 (after a first gain): the budget is too small for patience 2 to run out (measured: the LTV
+        # peaked at 144 of 192 samples on SST-2, prefix tuning at 192), so a run converges at its first
+        # validation without a gain
+        rule = None if paper_recipe else StoppingRule(val_every=48, patience=1, after_gain=True)
+        return CompareSizes(600, 32, 200, schedule, eval_batch=32, memory=False, rule=rule)
     if name == "smoke":
-        return CompareSizes(16, 4, 4, with_config(absolute_recipe(FAST_RECIPE), batch_size=2, samples_per_epoch=4, epochs=1),
-                            memory=False)
+        schedule = with_config(base, batch_size=1 if paper_recipe else 2, samples_per_epoch=2, epochs=2)
+        return CompareSizes(16, 4, 4, schedule, eval_batch=4, memory=False)
     raise ValueError(f"unknown profile {name!r}; allowed: smoke, cpu, paper")
 
 
@@ -884,6 +913,120 @@ def compare_task(lm: Any, task: str, methods: Sequence[Method], sizes: CompareSi
     return results
 
 
+def race(lm: Any, tasks: Sequence[str], methods: Sequence[Method], sizes: CompareSizes, seeds: Sequence[int], *,
+         progress: Callable[[str], None] | None = None, memory: bool | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The fair race: every method on every task with every seed (each run cached by :func:`compare_method`).
+
+    Returns:
+        ``{task: {method name: [result of seed s for s in seeds]}}``; every run of a task is tested on the same
+        test queries in the same order, so their ``test_correct`` lists pair up query by query.
+    """
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for task in tasks:
+        name = get_task(task).name
+        per_method: dict[str, list[dict[str, Any]]] = {m.name: [] for m in methods}
+        for seed in seeds:
+            for r in compare_task(lm, name, methods, sizes, seed=seed, progress=progress, memory=memory):
+                per_method[r["method"]].append(r)
+        out[task] = per_method
+    return out
+
+
+@dataclass(frozen=True)
+class RaceLTV:
+    """An LTV trained in the race, described as :class:`ltvlib.ltv_report.LTVLedger` reads a vector: whether it
+    trained (its kept validation score strictly above its random start's) gates every number shown of it."""
+
+    task: str
+    layers: tuple[int, ...]
+    positions: tuple[int, ...]
+    seed: int
+    recipe: str
+    trained: bool | None
+    start_val_score: float
+    best_val_score: float
+    steps_to_best: int | None
+
+
+def race_ltv(result: dict[str, Any], task: str, layer: int, recipe: str) -> RaceLTV:
+    """The :class:`RaceLTV` of one ``"ltv"`` run of :func:`train_and_measure` (``recipe``: a label such as
+    ``"race-fast"``, so the ledger tells it from the book's other LTVs)."""
+    if result["kind"] != "ltv":
+        raise ValueError(f"race_ltv takes an LTV run, got {result['kind']!r} ({result['method']})")
+    return RaceLTV(task=task, layers=(int(layer),), positions=(-1,), seed=int(result["seed"]), recipe=recipe,
+                   trained=bool(result["trained"]), start_val_score=float(result["start_val_score"]),
+                   best_val_score=float(result["best_val_score"]), steps_to_best=int(result["steps_to_best"]))
+
+
+def correct_matrix(runs: Sequence[dict[str, Any]]) -> Any:
+    """Per-query correctness of several runs (seeds) on the same test queries, as a ``(seeds, queries)`` array."""
+    import numpy as np
+
+    if not runs:
+        raise ValueError("correct_matrix: no runs")
+    lengths = {len(r["test_correct"]) for r in runs}
+    if len(lengths) != 1:
+        raise ValueError(f"runs were tested on different numbers of queries: {sorted(lengths)}")
+    return np.array([r["test_correct"] for r in runs], dtype=float)
+
+
+def step_time_ratio(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]], *, skip_first: int = 1,
+                    n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> Any:
+    """How long method ``a``'s training step takes relative to method ``b``'s on the same batches.
+
+    Steps pair up by seed and step number (the same seed draws the same batches for every method,
+    :func:`batch_schedule`); the first ``skip_first`` steps of each run are left out (warm-up), and pairs exist
+    up to the shorter run. The value is the geometric mean of the per-step ratios ``a / b``; the interval a
+    percentile bootstrap over the step pairs. Returns an :class:`ltvlib.stats.Estimate` whose value is the
+    ratio (1.0 = as fast; ``format_estimate`` prints it in percent), ``n`` the step pairs, ``seeds`` the seeds.
+    """
+    import numpy as np
+
+    from .stats import Estimate
+
+    by_seed = {r["seed"]: r for r in b_runs}
+    logs: list[float] = []
+    seeds = 0
+    for ra in a_runs:
+        rb = by_seed.get(ra["seed"])
+        if rb is None:
+            continue
+        pairs = list(zip(ra["step_seconds"], rb["step_seconds"]))[skip_first:]
+        logs += [math.log(x / y) for x, y in pairs if x > 0 and y > 0]
+        seeds += 1 if pairs else 0
+    if not logs:
+        raise ValueError("step_time_ratio: no paired steps (different seeds, or runs too short)")
+    arr = np.array(logs)
+    rng = np.random.default_rng(seed)
+    draws = arr[rng.integers(0, len(arr), size=(n_resamples, len(arr)))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(draws, [alpha, 1 - alpha])
+    value = math.exp(arr.mean())
+    return Estimate(value, min(math.exp(lo), value), max(math.exp(hi), value), n=len(arr), seeds=max(seeds, 1),
+                    confidence=confidence, method="paired bootstrap of log step-time ratios", resamples=n_resamples)
+
+
+def race_curve(runs: Sequence[dict[str, Any]], n_val: int) -> list[dict[str, float]]:
+    """Validation accuracy against samples seen and time, averaged over the seeds, per validation point.
+
+    Every run of a race validates at the same sample counts (the shared schedule and rule); point ``k`` averages
+    the seeds still training there (a run the rule stopped has no later points). Returns per point: ``samples``,
+    ``wall_seconds`` and ``train_seconds`` (means over those seeds), ``val_accuracy`` (their mean), ``low`` and
+    ``high`` (the Wilson interval of the pooled ``n_val x seeds`` validation answers) and ``seeds``."""
+    from .stats import wilson_interval
+
+    out = []
+    for k in range(max(len(r["curve"]) for r in runs)):
+        points = [r["curve"][k] for r in runs if len(r["curve"]) > k]
+        hits = round(sum(p["val_accuracy"] * n_val for p in points))
+        lo, hi = wilson_interval(hits, n_val * len(points))
+        mean = lambda key: sum(p[key] for p in points) / len(points)  # noqa: E731
+        out.append({"samples": mean("samples"), "wall_seconds": mean("wall_seconds"),
+                    "train_seconds": mean("train_seconds"), "val_accuracy": mean("val_accuracy"),
+                    "low": lo, "high": hi, "seeds": len(points)})
+    return out
+
+
 def main(argv: Sequence[str]) -> None:
     """``python -m ltvlib.peft_compare memory '<json>'``: one memory measurement in this fresh process."""
     if len(argv) != 2 or argv[0] != "memory":
@@ -917,6 +1060,7 @@ __all__ = [
     "Method",
     "PeftTrainee",
     "Prepared",
+    "RaceLTV",
     "StoppingRule",
     "Trainee",
     "batch_schedule",
@@ -924,6 +1068,7 @@ __all__ = [
     "compare_sizes",
     "compare_splits",
     "compare_task",
+    "correct_matrix",
     "default_methods",
     "equal_budget_methods",
     "first_token_accuracy",
@@ -936,7 +1081,11 @@ __all__ = [
     "parameter_units",
     "prepare",
     "projection_shape",
+    "race",
+    "race_curve",
+    "race_ltv",
     "race_methods",
+    "step_time_ratio",
     "time_to_accuracy",
     "train_and_measure",
     "usual_methods",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 import pytest
@@ -263,3 +264,106 @@ def test_prefix_starts_as_the_models_own_keys_and_values(tiny):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     finally:
         trainee.close()
+
+
+# ------------------------------------------------------------------------------------------- the race
+
+
+def test_train_and_measure_records_what_the_race_needs(tiny):
+    """Per-query correctness (the paired comparisons' input), whether the run trained, and whether the rule
+    stopped it: the last two replayed from the recorded validation scores."""
+    prepared = pc.prepare(tiny, load_splits("sst2", n_train=32, n_val=8))
+    method = next(m for m in pc.race_methods(tiny) if m.name == "ltv")
+    for rule in (pc.StoppingRule(val_every=4, patience=1), pc.StoppingRule(val_every=4, patience=99)):
+        r = pc.train_and_measure(tiny, prepared, method, SCHEDULE, seed=2, eval_batch=8, rule=rule)
+        assert len(r["test_correct"]) == r["n_test"] == len(prepared.test.rows)
+        assert sum(r["test_correct"]) / r["n_test"] == pytest.approx(r["test_accuracy"])
+        assert set(r["test_correct"]) <= {0, 1} and r["seed"] == 2
+        assert r["start_val_score"] == r["curve"][0]["val_score"]
+        assert r["trained"] == (r["best_val_score"] > r["start_val_score"])
+        stopper = pc.EarlyStopping(rule, r["start_val_score"])
+        stopped = False
+        for point in r["curve"][1:]:
+            stopper.observe(point["val_score"])
+            stopped = stopped or stopper.stop
+        assert r["stopped_by_rule"] == stopped
+    assert r["stopped_by_rule"] is False  # patience 99 never runs out in 4 validations
+
+
+def test_race_ltv_goes_through_the_ledger():
+    from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
+
+    run = {"kind": "ltv", "method": "ltv", "seed": 1, "trained": False, "start_val_score": 0.5,
+           "best_val_score": 0.5, "steps_to_best": 0, "test_accuracy": 0.6}
+    ledger = LTVLedger()
+    untrained = pc.race_ltv(run, "sst2", 15, "race-fast")
+    assert math.isnan(ledger.value(untrained, run["test_accuracy"], where="t"))
+    assert ledger.cell(untrained, "60.0", where="t") == DID_NOT_TRAIN
+    trained = pc.race_ltv(run | {"trained": True, "best_val_score": 0.7, "seed": 2}, "sst2", 15, "race-fast")
+    assert ledger.value(trained, 0.6, where="t") == 0.6
+    assert [r.shown for r in ledger.rows] == [DID_NOT_TRAIN, "number"]
+    with pytest.raises(ValueError, match="LTV run"):
+        pc.race_ltv(run | {"kind": "lora"}, "sst2", 15, "race-fast")
+
+
+def test_correct_matrix_pairs_runs_on_the_same_queries():
+    m = pc.correct_matrix([{"test_correct": [1, 0, 1]}, {"test_correct": [0, 0, 1]}])
+    assert m.shape == (2, 3) and m.sum() == 3
+    with pytest.raises(ValueError, match="different numbers of queries"):
+        pc.correct_matrix([{"test_correct": [1, 0, 1]}, {"test_correct": [0, 1]}])
+
+
+def test_step_time_ratio_pairs_steps_by_seed():
+    a = [{"seed": s, "step_seconds": [9.0] + [1.0] * 10} for s in (0, 1)]
+    b = [{"seed": s, "step_seconds": [1.0] + [2.0] * 6} for s in (1, 0)]  # shorter, other order
+    est = pc.step_time_ratio(a, b)
+    # the first (warm-up) step is left out; pairs up to the shorter run: 6 per seed, each a / b = 0.5
+    assert est.value == pytest.approx(0.5) and est.interval == pytest.approx((0.5, 0.5))
+    assert est.n == 12 and est.seeds == 2
+    noisy = [{"seed": 0, "step_seconds": [1.0] + [1.0, 1.5, 0.8, 1.2, 1.1, 0.9]}]
+    e = pc.step_time_ratio(noisy, [{"seed": 0, "step_seconds": [1.0] * 7}])
+    assert e.low < e.value < e.high and e.low < 1.0 < e.high
+    with pytest.raises(ValueError, match="no paired steps"):
+        pc.step_time_ratio(a, [{"seed": 5, "step_seconds": [1.0] * 3}])
+
+
+def test_race_curve_averages_the_seeds_still_running():
+    def run(accs):
+        return {"curve": [{"samples": 8 * i, "wall_seconds": float(i), "train_seconds": i / 2, "val_accuracy": a}
+                          for i, a in enumerate(accs)]}
+
+    curve = pc.race_curve([run([0.0, 0.5, 1.0]), run([0.5, 0.5])], n_val=4)
+    assert [p["seeds"] for p in curve] == [2, 2, 1]
+    assert [p["val_accuracy"] for p in curve] == [0.25, 0.5, 1.0]
+    assert [p["samples"] for p in curve] == [0, 8, 16]
+    assert all(p["low"] <= p["val_accuracy"] <= p["high"] for p in curve)
+    assert curve[1]["high"] - curve[1]["low"] < pc.race_curve([run([0.5, 0.5])], n_val=4)[1]["high"] - pc.race_curve(
+        [run([0.5, 0.5])], n_val=4)[1]["low"]  # pooled over two seeds: narrower than one
+
+
+def test_race_sizes_follow_the_profile_and_its_recipe():
+    from ltvlib.ltv import PAPER_RECIPE
+    from ltvlib.profiles import get_profile
+
+    cpu = pc.compare_sizes("cpu")
+    assert cpu.n_test >= 200 and cpu.schedule.lr == pytest.approx(2.7) and not cpu.schedule.relative_to_stream
+    rule = cpu.stopping_rule()  # one rule for every method: once per epoch, stop at the first validation without a gain
+    assert (rule.val_every, rule.patience, rule.after_gain) == (cpu.schedule.samples_per_epoch, 1, True)
+    assert pc.compare_sizes("paper").stopping_rule() == pc.StoppingRule.from_config(pc.compare_sizes("paper").schedule)
+    paper_recipe = pc.compare_sizes(get_profile("cpu", recipe="paper"))
+    assert paper_recipe.schedule == PAPER_RECIPE and paper_recipe.n_test == cpu.n_test
+    smoke = pc.compare_sizes(get_profile("smoke", recipe="paper"))
+    assert smoke.schedule.recipe == "paper" and smoke.schedule.batch_size == 1 and smoke.schedule.lr == PAPER_RECIPE.lr
+
+
+def test_race_runs_every_method_and_seed_on_the_same_queries(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    sizes = pc.CompareSizes(16, 4, 6, with_config(SCHEDULE, samples_per_epoch=4, epochs=1), eval_batch=8, memory=False)
+    methods = [m for m in pc.race_methods(tiny, ltv_lr=0.5) if m.name in ("ltv", "prompt-1")]
+    assert methods[0].lr == 0.5
+    out = pc.race(tiny, ["sst2"], methods, sizes, [0, 1])
+    assert list(out) == ["sst2"] and list(out["sst2"]) == ["ltv", "prompt-1"]
+    for runs in out["sst2"].values():
+        assert [r["seed"] for r in runs] == [0, 1] and all(r["n_test"] == 6 for r in runs)
+    d = pc.correct_matrix(out["sst2"]["ltv"]) - pc.correct_matrix(out["sst2"]["prompt-1"])
+    assert d.shape == (2, 6)
