@@ -33,21 +33,25 @@ seed, and the source of this module and of the extraction modules).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
+
+import numpy as np
 
 from .baselines.function_vector import FunctionVector
 from .baselines.vanilla_tv import VanillaTaskVector
 from .cache import cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
-from .experiments import ltv_accuracy, profile_ltv, profile_splits
+from .experiments import profile_ltv, profile_splits
 from .experiments_extracted import extracted_sizes, profile_function_vector, profile_vanilla_tv
 from .inject import Mode, Site, VectorEdit
+from .ltv import LearnedTaskVector
 from .profiles import Profile, sweep_layers
 from .runner import tail_needed
 from .sites import check_layer
-from .tasks import PAPER_TASKS, get_task
+from .stats import DEFAULT_RESAMPLES, Estimate, _percentiles, _resampled_means, proportion_estimate, seed_interval
+from .tasks import PAPER_TASKS, TaskSplits, get_task, load_splits
 
 ExtractedMethod = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
 EXTRACTED_METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
@@ -227,25 +231,40 @@ class FlexSizes:
         tasks: the tasks of every setting.
         icl_shots: demonstrations of the ICL setting (the paper's 8; fewer in ``smoke``, where only the code
             path matters).
-        n_late: late layers of the "no critical depth" comparison (None = every layer of the last quarter).
+        n_late: late layers of the "no critical depth" comparison (None = every layer of the last quarter,
+            0 = none).
+        layer_steps: the multi-layer settings (:func:`table1_settings`): 4 is the paper's column, 2 its text.
+        baseline_seeds: training seeds of the baseline column's LTVs (middle layer, last token, zero-shot:
+            the vectors chapter 00 trains, read back from the shared cache), offset by the chapter's ``seed``.
+        seeds: training seeds of the LTVs of every other setting, offset the same way.
+        n_test: test queries per task, zero-shot and k-shot alike (the same queries, so every column pairs
+            with the baseline); None = the profile's ``n_test``.
     """
 
     tasks: tuple[str, ...]
     icl_shots: int = 8
     n_late: int | None = 3
+    layer_steps: tuple[int, ...] = (4, 2)
+    baseline_seeds: tuple[int, ...] = (0,)
+    seeds: tuple[int, ...] = (0,)
+    n_test: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.tasks or not self.seeds or not self.baseline_seeds or not self.layer_steps:
+            raise ValueError(f"FlexSizes needs tasks, seeds, baseline seeds and a layer step, got {self}")
+        if self.n_late is not None and self.n_late < 0:
+            raise ValueError(f"n_late must be None or >= 0, got {self.n_late}")
 
 
 FLEX_SIZES: dict[str, FlexSizes] = {
-    "smoke": FlexSizes(tasks=("antonym",), icl_shots=2, n_late=1),
-    "cpu": FlexSizes(tasks=("antonym",)),
-    "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None),
+    "smoke": FlexSizes(tasks=("antonym",), icl_shots=2, n_late=1, layer_steps=(4,), baseline_seeds=(0, 1)),
+    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), baseline_seeds=(0, 1, 2)),
+    "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, baseline_seeds=(0, 1, 2), seeds=(0, 1, 2)),
 }
-"""Per profile. A non-final position forces full forwards in training and validation (no cached prompt
-prefix, no skipped early blocks), and the multi-layer settings run every block. Measured on two shared CPU
-cores (about 2.5 times slower than alone): training the Antonym LTVs took 283 s (baseline), 1084 s (P={4}),
-238 s (last five positions) and 618 s (every 4th layer) of wall time. So ``cpu`` keeps one short-prompt task
-(Antonym, 6-8 tokens per zero-shot prompt, whose baseline and layer-29 LTVs and extracted vectors chapter 1
-has already cached), ``paper`` all seven."""
+"""Per profile. ``cpu`` covers the seven tasks at every column of Table 1: the baseline with the three
+seeds chapter 00 trains (shared cache), the five other columns and the last layer with one seed each (a
+second and third seed would triple the chapter's training time, beyond its budget on two CPU cores); the
+text-only "every second layer" setting and the other late layers only in ``paper``."""
 
 
 def flex_sizes(profile: Profile) -> FlexSizes:
@@ -253,73 +272,208 @@ def flex_sizes(profile: Profile) -> FlexSizes:
     return FLEX_SIZES.get(profile.name, FlexSizes(tasks=profile.tasks))
 
 
-def _summary(r: Any) -> dict[str, Any]:
-    return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n}
+def flex_splits(task: str, profile: Profile, n_test: int | None = None) -> TaskSplits:
+    """The task's splits at the profile's training sizes with the first ``n_test`` test queries (None: the
+    profile's ``n_test``), the same for zero-shot and k-shot prompts."""
+    splits = load_splits(task, seed=0, n_train=profile.n_train, n_val=profile.n_val)
+    n = profile.n_test if n_test is None else n_test
+    if n is not None:
+        if n < 1:
+            raise ValueError(f"n_test must be at least 1, got {n}")
+        splits = TaskSplits(splits.task, splits.train, splits.validation, splits.test[:n], splits.seed)
+    return splits
+
+
+@dataclass(frozen=True)
+class SettingResult:
+    """One task in one setting: the LTVs and the other methods, each as per-query correctness on the same
+    test queries.
+
+    Attributes:
+        setting: the (checked) setting.
+        task: the task's name.
+        ltvs: the setting's LTVs, one per training seed.
+        correct: method -> ``(rows, n)`` bool array: ``"ltv"`` one row per LTV of ``ltvs``; ``"none"`` (the
+            prompt alone) and the extracted methods one row; for a k-shot setting also
+            ``"ltv_zero_shot_trained"``, the zero-shot-trained LTVs of ``zero_shot_ltvs`` on the k-shot prompts.
+        zero_shot_ltvs: k-shot settings: the LTVs trained on zero-shot prompts for the same sites.
+        seconds: ``{"ltv_train": ...}`` (the LTVs' recorded training wall time, summed), ``"eval"`` (all
+            evaluations of this result when it was computed).
+    """
+
+    setting: Setting
+    task: str
+    ltvs: tuple[LearnedTaskVector, ...]
+    correct: dict[str, np.ndarray]
+    zero_shot_ltvs: tuple[LearnedTaskVector, ...] = ()
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Test queries."""
+        return int(self.correct["none"].shape[1])
+
+    def accuracy(self, method: str) -> float:
+        """Mean correctness of ``method`` over its rows and queries (untrained LTVs included: gate them with
+        :class:`ltvlib.ltv_report.LTVLedger` before showing)."""
+        return float(self.correct[method].mean())
+
+
+def _fingerprint(ltv: LearnedTaskVector) -> dict[str, Any]:
+    return {"meta": ltv.metadata() | {"curve": None, "seconds": None}, "sum": float(ltv.vectors.double().sum())}
 
 
 def setting_result(
-    lm: Any, task: str, profile: Profile, setting: Setting, *, seed: int = 0, extracted: bool = True,
+    lm: Any, task: str, profile: Profile, setting: Setting, *, seeds: Sequence[int] = (0,),
+    zero_shot_seeds: Sequence[int] | None = None, n_test: int | None = None, seed: int = 0, extracted: bool = True,
     progress: bool = False,
-) -> dict[str, Any]:
-    """Test accuracy of the LTV trained for ``setting`` and of the extracted vectors injected there (cached).
+) -> SettingResult:
+    """The LTVs trained for ``setting`` and the extracted vectors injected there, scored on the same queries.
 
-    The LTV comes from :func:`ltvlib.experiments.profile_ltv` (shared disk cache; trained on
-    ``setting.shots``-shot prompts) and is scored with :func:`ltvlib.experiments.ltv_accuracy`. The
-    extracted vectors (:func:`profile_vanilla_tv_task_template`, :func:`ltvlib.experiments_extracted.
-    profile_function_vector`) go where :func:`extracted_edits` says, on the same test prompts.
+    The LTVs come from :func:`ltvlib.experiments.profile_ltv` (shared disk cache: the baseline's are chapter
+    00's; trained on ``setting.shots``-shot prompts), one per training seed of ``seeds``. The extracted
+    vectors (:func:`profile_vanilla_tv_task_template`, :func:`ltvlib.experiments_extracted.
+    profile_function_vector`, extraction seed ``seed``) go where :func:`extracted_edits` says. Every method
+    is evaluated on one :class:`~ltvlib.evaluate.EvalSet` of the first ``n_test`` test queries
+    (:func:`flex_splits`), cached up to each prompt's earliest injected position (:func:`ltvlib.runner.
+    tail_needed`: a per-row tail for ``P={4}``); demonstrations of a k-shot setting are the profile's fixed
+    blocks drawn with ``seed``. For a k-shot setting the LTVs trained on zero-shot prompts for the same sites
+    (seeds ``zero_shot_seeds``, default ``seeds``) are scored on the k-shot prompts too.
 
-    Returns:
-        ``{"setting": asdict(setting), "ltv": {accuracy, label_accuracy, n, steps, train_seconds,
-        val_accuracy}, "none": {...} (the prompts without any vector), "ltv_zero_shot_trained": {...} (only
-        for k-shot settings: the zero-shot-trained LTV of the same sites on the k-shot prompts), "vanilla_tv": {...},
-        "vanilla_tv_difference": {...}, "function_vector": {...}, "seconds": {...}}``; the extracted entries
-        only with ``extracted=True``.
+    The per-query correctness is cached (key: model, task, setting, sizes, extraction configs, each LTV's
+    record and content, the source of this module and what it imports).
     """
     import time
 
     setting = check_setting(lm, task, setting, profile)
+    splits = flex_splits(task, profile, n_test)
     sizes = extracted_sizes(profile)
-    splits = profile_splits(task, profile, icl=setting.shots > 0)
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds: give at least one training seed")
+
+    def train(shots: int, s: int) -> LearnedTaskVector:
+        return profile_ltv(lm, task, profile, layers=list(setting.layers), positions=setting.positions, shots=shots,
+                           seed=s, progress=progress)
+
+    ltvs = tuple(train(setting.shots, s) for s in seeds)
+    zs_seeds = tuple(int(s) for s in (seeds if zero_shot_seeds is None else zero_shot_seeds))
+    ltvs0 = tuple(train(0, s) for s in zs_seeds) if setting.shots else ()
     key = {
-        "what": "flexibility", "model": lm.name, "task": task_key(task), "setting": asdict(setting), "seed": seed,
-        "n_train": profile.n_train, "n_val": profile.n_val, "n_test": len(splits.test),
-        "recipe": asdict(profile.recipe), "demo_sets": profile.icl_demo_sets if setting.shots else None,
-        "extracted": extracted, "vanilla_tv": asdict(sizes.vanilla_tv), "function_vector": asdict(sizes.function_vector),
+        "what": "flexibility-correct", "model": lm.name, "task": task_key(task), "setting": asdict(setting),
+        "seed": seed, "n_train": profile.n_train, "n_val": profile.n_val, "test": len(splits.test),
+        "demo_sets": profile.icl_demo_sets if setting.shots else None, "extracted": extracted,
+        "vanilla_tv": asdict(sizes.vanilla_tv), "function_vector": asdict(sizes.function_vector),
+        "ltvs": [_fingerprint(v) for v in ltvs], "ltvs0": [_fingerprint(v) for v in ltvs0],
         "source": dependency_hash(__name__),
     }
 
     def compute() -> dict[str, Any]:
         t0 = time.perf_counter()
-        ltv = profile_ltv(lm, task, profile, layers=list(setting.layers), positions=setting.positions,
-                          shots=setting.shots, seed=seed, progress=progress)
-        t1 = time.perf_counter()
-        r = ltv_accuracy(lm, ltv, profile, shots=setting.shots, seed=seed)
-        t2 = time.perf_counter()
-        out: dict[str, Any] = {
-            "setting": asdict(setting),
-            "ltv": {k: r[k] for k in ("accuracy", "label_accuracy", "n", "steps", "train_seconds", "val_accuracy")},
-        }
         es = EvalSet(lm, get_task(task), splits.test, shots=setting.shots, demo_pool=splits.train, seed=seed,
                      demo_sets=profile.icl_demo_sets if setting.shots else None,
                      tail=tail_needed(setting.positions))
-        out["none"] = _summary(evaluate(es))
-        if setting.shots:
-            # the zero-shot-trained LTV of the same sites, injected on the k-shot prompts as it is
-            ltv0 = profile_ltv(lm, task, profile, layers=list(setting.layers), positions=setting.positions,
-                               seed=seed, progress=progress)
-            r0 = ltv_accuracy(lm, ltv0, profile, shots=setting.shots, seed=seed)
-            out["ltv_zero_shot_trained"] = {k: r0[k] for k in ("accuracy", "label_accuracy", "n")}
+        out: dict[str, Any] = {"none": [evaluate(es).correct], "ltv": [evaluate(es, v.edits()).correct for v in ltvs]}
+        if ltvs0:
+            out["ltv_zero_shot_trained"] = [evaluate(es, v.edits()).correct for v in ltvs0]
         if extracted:
             tv = profile_vanilla_tv_task_template(lm, task, profile, seed=seed)
             fv = profile_function_vector(lm, task, profile, seed=seed)
-            t3 = time.perf_counter()
+            t1 = time.perf_counter()
             for method in EXTRACTED_METHODS:
                 edits, site, mode = extracted_edits(method, fv if method == "function_vector" else tv, setting)
-                out[method] = _summary(evaluate(es, edits, site=site, mode=mode))
-            out["seconds"] = {"ltv_train": t1 - t0, "ltv_eval": t2 - t1, "extract": t3 - t2,
-                              "extracted_eval": time.perf_counter() - t3}
-        else:
-            out["seconds"] = {"ltv_train": t1 - t0, "ltv_eval": t2 - t1, "none_eval": time.perf_counter() - t2}
+                out[method] = [evaluate(es, edits, site=site, mode=mode).correct]
+            t0 += time.perf_counter() - t1  # extraction (shared with chapter 1) is not evaluation
+        out = {m: [[int(c) for c in row] for row in rows] for m, rows in out.items()}
+        out["eval_seconds"] = time.perf_counter() - t0
         return out
 
-    return cached_json("flexibility", key, compute)
+    data = cached_json("flexibility", key, compute)
+    correct = {m: np.asarray(rows, dtype=bool) for m, rows in data.items() if m != "eval_seconds"}
+    return SettingResult(
+        setting=setting, task=task, ltvs=ltvs, correct=correct, zero_shot_ltvs=ltvs0,
+        seconds={"ltv_train": float(sum(v.seconds for v in ltvs)), "eval": float(data["eval_seconds"])},
+    )
+
+
+# ------------------------------------------------------------------------------------ means over tasks
+#
+# Table 1 reports each column as the mean over tasks of each task's accuracy. Its interval comes from a
+# bootstrap stratified by task: in each draw every task's queries (and, with several training seeds, its
+# seeds) are resampled within that task, the per-task means are averaged with equal weights, and the 2.5 and
+# 97.5 percentiles of that average over the draws are the bounds. A difference of two methods (or of a column
+# and a multiple of the baseline) draws the same queries for both within each task: it is paired.
+
+
+def _matrix(x: Any, name: str) -> np.ndarray:
+    m = np.asarray(x, dtype=np.float64)
+    if m.ndim == 1:
+        m = m[None, :]
+    if m.ndim != 2 or m.shape[0] < 1 or m.shape[1] < 1:
+        raise ValueError(f"{name}: per-query correctness of shape (queries,) or (seeds, queries), got {m.shape}")
+    if ((m < 0) | (m > 1)).any() or not np.isfinite(m).all():
+        raise ValueError(f"{name}: correctness must lie in [0, 1]")
+    return m
+
+
+def task_mean_contrast(
+    a: Mapping[str, Any], b: Mapping[str, Any] | None = None, *, weight: float = 1.0,
+    n_resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95, seed: int = 0,
+) -> Estimate:
+    """The mean over tasks of ``a``'s accuracy, minus ``weight`` times ``b``'s, with a task-stratified paired
+    bootstrap interval.
+
+    Args:
+        a, b: task -> per-query correctness, shape (queries,) or (seeds, queries); ``b`` (if given) must have
+            the same tasks and, per task, the same queries as ``a``. Without ``b``: the mean of ``a`` alone.
+        weight: ``b``'s factor: 1 for a difference, 0.9 for "``a`` keeps 90 % of ``b``".
+        n_resamples, confidence, seed: the bootstrap's draws, level and own random seed.
+
+    Returns:
+        An :class:`~ltvlib.stats.Estimate` (``difference=True`` with ``b``); ``n`` is the number of queries
+        summed over tasks, ``seeds`` the fewest seeds of any task's matrix.
+    """
+    if not a:
+        raise ValueError("task_mean_contrast: no tasks")
+    if b is not None and set(a) != set(b):
+        raise ValueError(f"task_mean_contrast: a and b cover different tasks: {sorted(a)} vs {sorted(b)}")
+    rng = np.random.default_rng(seed)
+    total = np.zeros(int(n_resamples))
+    value, n, seeds = 0.0, 0, []
+    for task in sorted(a):
+        ma = _matrix(a[task], f"a[{task!r}]")
+        mats = [ma]
+        if b is not None:
+            mb = _matrix(b[task], f"b[{task!r}]")
+            if mb.shape[1] != ma.shape[1]:
+                raise ValueError(f"task {task!r}: a and b need the same queries, got {ma.shape[1]} and {mb.shape[1]}")
+            mats.append(mb)
+        draws = _resampled_means(mats, int(n_resamples), rng)
+        total += draws[0] - (weight * draws[1] if b is not None else 0.0)
+        value += ma.mean() - (weight * mats[1].mean() if b is not None else 0.0)
+        n += ma.shape[1]
+        seeds += [m.shape[0] for m in mats]
+    k = len(a)
+    value, total = value / k, total / k
+    lo, hi = _percentiles(total, confidence)
+    return Estimate(float(value), min(lo, float(value)), max(hi, float(value)), n=n, seeds=min(seeds),
+                    confidence=confidence, method="task-stratified bootstrap", resamples=int(n_resamples),
+                    difference=b is not None)
+
+
+def cell_estimate(correct: Any, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> Estimate:
+    """One task's accuracy in one column: the Wilson interval for one seed (one row), the seed-query
+    bootstrap (:func:`ltvlib.stats.seed_interval`) for several."""
+    m = np.asarray(correct)
+    if m.ndim == 2 and m.shape[0] > 1:
+        return seed_interval(m, n_resamples=n_resamples, seed=seed)
+    row = m.reshape(-1)
+    return proportion_estimate(int(row.sum()), int(row.size))
+
+
+def keep_share(column: str) -> float:
+    """The share of its baseline accuracy that the LTV must keep in a Table 1 column for the paper's
+    outcome there: 0.9 where the paper's LTV keeps at least 90 % of its baseline (every column but one),
+    0.5 where it keeps less (the multi-layer + multi-position column: 51.39 / 83.49 = 62 %)."""
+    share = PAPER_TABLE1["ltv"][column] / PAPER_TABLE1["ltv"][PAPER_COLUMNS[0]]
+    return 0.9 if share >= 0.9 else 0.5

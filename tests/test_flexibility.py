@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,21 +12,28 @@ from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.flexibility import (
     PAPER_COLUMNS,
     PAPER_TABLE1,
+    FlexSizes,
     Setting,
+    cell_estimate,
     check_setting,
     every_nth_layer,
     extracted_edits,
     flex_sizes,
+    flex_splits,
+    keep_share,
     late_layers,
     late_settings,
     setting_result,
     table1_settings,
+    task_mean_contrast,
 )
 from ltvlib.inject import inject, record_residual, resolve_positions
 from ltvlib.prefix import forward_tokens
 from ltvlib.profiles import get_profile
+from ltvlib.runner import PositionTail
+from ltvlib.stats import seed_interval, wilson_interval
 from ltvlib.prompts import encode_prompts, pad_left
-from ltvlib.tasks import get_task, load_splits
+from ltvlib.tasks import PAPER_TASKS, get_task, load_splits
 from tests.margins import PATH_GAP, smallest_margin
 
 
@@ -149,13 +157,28 @@ def test_multi_site_function_vector_adds_the_same_vector_everywhere(llama):
         extracted_edits("function_vector", tv, setting)
 
 
-def test_a_non_final_position_setting_end_to_end(llama, cache):
+def test_a_non_final_position_setting_end_to_end(llama, cache, monkeypatch):
     prof = get_profile("smoke")
     setting = next(s for s in table1_settings(llama.n_layers, layer_steps=(2,)) if s.name == "position4")
-    res = setting_result(llama, "antonym", prof, setting)
-    for method in ("ltv", "none", "vanilla_tv", "vanilla_tv_difference", "function_vector"):
-        assert 0.0 <= res[method]["accuracy"] <= 1.0 and res[method]["n"] == prof.n_test
-    assert res["setting"]["positions"] == [4] and res["ltv"]["steps"] >= 1
+    import ltvlib.flexibility as flexibility
+
+    tails = []
+    real_evalset = flexibility.EvalSet
+
+    def recording_evalset(*args, **kwargs):
+        tails.append(kwargs.get("tail"))
+        return real_evalset(*args, **kwargs)
+
+    monkeypatch.setattr(flexibility, "EvalSet", recording_evalset)
+    res = setting_result(llama, "antonym", prof, setting, seeds=(0, 1))
+    # P={4} is evaluated on the per-row tail, and its LTVs were trained with the prefix cache (the tail)
+    assert tails == [PositionTail((4,))]
+    assert all(v.config.prefix_cache and v.positions == (4,) for v in res.ltvs)
+    assert [v.seed for v in res.ltvs] == [0, 1] and res.n == prof.n_test
+    assert res.correct["ltv"].shape == (2, prof.n_test)
+    for method in ("none", "vanilla_tv", "vanilla_tv_difference", "function_vector"):
+        assert res.correct[method].shape == (1, prof.n_test) and res.correct[method].dtype == bool
+    assert "ltv_zero_shot_trained" not in res.correct and res.zero_shot_ltvs == ()
     # the extracted numbers are what evaluating the documented edits gives
     from ltvlib.experiments import profile_splits
     from ltvlib.flexibility import profile_vanilla_tv_task_template
@@ -164,27 +187,117 @@ def test_a_non_final_position_setting_end_to_end(llama, cache):
     es = EvalSet(llama, "antonym", profile_splits("antonym", prof).test, tail=None)
     edits, site, mode = extracted_edits("vanilla_tv", tv, setting)
     assert smallest_margin(es, edits, site=site, mode=mode) > PATH_GAP  # predictions agree across paths
-    assert evaluate(es, edits, site=site, mode=mode).accuracy == res["vanilla_tv"]["accuracy"]
-    # cached: the second call reads the same dict back
-    assert setting_result(llama, "antonym", prof, setting) == res
+    assert evaluate(es, edits, site=site, mode=mode).correct == res.correct["vanilla_tv"][0].tolist()
+    # the LTV rows: the same path (per-row tail) gives the same correctness (seed 1 has a near tie on this
+    # tiny model, so the full-forward path is not compared here)
+    tail_es = real_evalset(llama, "antonym", profile_splits("antonym", prof).test, tail=PositionTail((4,)))
+    assert evaluate(tail_es, res.ltvs[1].edits()).correct == res.correct["ltv"][1].tolist()
+    # cached: the second call reads the same correctness back, without evaluating
+    tails.clear()
+    again = setting_result(llama, "antonym", prof, setting, seeds=(0, 1))
+    assert tails == [] and all((again.correct[m] == res.correct[m]).all() for m in res.correct)
     assert len(list((cache / "results" / "flexibility").glob("*.json"))) == 1
+    # fewer test queries: a prefix of the same queries
+    fewer = setting_result(llama, "antonym", prof, setting, seeds=(0,), n_test=5, extracted=False)
+    assert fewer.n == 5 and (fewer.correct["ltv"][0] == res.correct["ltv"][0][:5]).all()
+    assert set(fewer.correct) == {"ltv", "none"}
 
 
 def test_icl_setting_trains_on_k_shot_prompts(llama, cache):
     prof = get_profile("smoke")
     setting = Setting("icl2", "icl", (1,), (-1,), shots=2)
-    res = setting_result(llama, "antonym", prof, setting, extracted=False)
-    assert res["ltv"]["n"] == prof.n_test_icl and "vanilla_tv" not in res
-    assert res["ltv_zero_shot_trained"]["n"] == prof.n_test_icl
-    from ltvlib.experiments import icl_accuracy, profile_splits
-
-    # the no-vector row of the ICL setting is the profile's ICL reference on the same prompts (two paths:
+    res = setting_result(llama, "antonym", prof, setting, extracted=False, zero_shot_seeds=(0, 1))
+    assert res.correct["ltv"].shape == (1, prof.n_test) and "vanilla_tv" not in res.correct
+    assert res.ltvs[0].shots == 2
+    assert res.correct["ltv_zero_shot_trained"].shape == (2, prof.n_test)
+    assert [v.shots for v in res.zero_shot_ltvs] == [0, 0] and [v.seed for v in res.zero_shot_ltvs] == [0, 1]
+    # the no-vector row is the k-shot prompt alone on the same queries and demonstration blocks (two paths:
     # exact agreement holds since no prediction is near a tie, tests/margins.py)
-    splits = profile_splits("antonym", prof, icl=True)
+    splits = flex_splits("antonym", prof)
     es = EvalSet(llama, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
                  demo_sets=prof.icl_demo_sets, tail=None)
     assert smallest_margin(es) > PATH_GAP
-    assert res["none"]["accuracy"] == icl_accuracy(llama, "antonym", 2, prof)["accuracy"]
+    assert evaluate(es).correct == res.correct["none"][0].tolist()
+    # the zero-shot-trained LTV on the k-shot prompts: the chapter's path (last-token tail) gives the same rows
+    same_path = EvalSet(llama, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
+                        demo_sets=prof.icl_demo_sets, tail=1)
+    assert evaluate(same_path, res.zero_shot_ltvs[1].edits()).correct == res.correct["ltv_zero_shot_trained"][1].tolist()
+
+
+def test_flex_splits_share_test_queries_across_shots():
+    prof = get_profile("smoke")
+    full = load_splits("antonym", n_train=prof.n_train, n_val=prof.n_val)
+    assert flex_splits("antonym", prof).test == full.test[: prof.n_test]
+    assert flex_splits("antonym", prof, 3).test == full.test[:3]
+    assert flex_splits("antonym", get_profile("paper")).test == load_splits("antonym", n_train=600, n_val=400).test
+    with pytest.raises(ValueError, match="n_test"):
+        flex_splits("antonym", prof, 0)
+
+
+def test_the_cpu_profile_covers_the_seven_tasks_with_three_baseline_seeds():
+    cpu = flex_sizes(get_profile("cpu"))
+    assert cpu.tasks == PAPER_TASKS and cpu.baseline_seeds == (0, 1, 2) and cpu.icl_shots == 8
+    assert cpu.layer_steps[0] == 4  # the paper's column
+    assert flex_sizes(get_profile("paper")).seeds == (0, 1, 2)
+    with pytest.raises(ValueError, match="n_late"):
+        FlexSizes(tasks=("antonym",), n_late=-1)
+    with pytest.raises(ValueError, match="seeds"):
+        FlexSizes(tasks=("antonym",), seeds=())
+
+
+def test_task_mean_is_the_equal_weight_mean_with_a_stratified_interval():
+    rng = np.random.default_rng(1)
+    a = {"x": rng.random(200) < 0.8, "y": rng.random(50) < 0.2}
+    est = task_mean_contrast(a)
+    # equal weights per task, not per query
+    assert est.value == pytest.approx((a["x"].mean() + a["y"].mean()) / 2)
+    assert est.n == 250 and est.seeds == 1 and not est.difference and est.low < est.value < est.high
+    # one task: the seed-query bootstrap of that task (same draws for the same seed)
+    one = task_mean_contrast({"x": a["x"]})
+    ref = seed_interval(a["x"])
+    assert (one.value, one.low, one.high) == pytest.approx((ref.value, ref.low, ref.high))
+    # averaging two tasks halves each one's share of the spread: narrower than the noisier task alone
+    assert est.high - est.low < task_mean_contrast({"y": a["y"]}).high - task_mean_contrast({"y": a["y"]}).low
+
+
+def test_task_mean_contrast_is_paired_and_weighted():
+    rng = np.random.default_rng(2)
+    base = {t: rng.random((3, 120)) < p for t, p in (("x", 0.6), ("y", 0.4))}
+    one_seed = {t: m[:1] for t, m in base.items()}
+    same = task_mean_contrast(one_seed, one_seed)  # paired: the same queries drawn for both, so exactly 0
+    assert same.value == 0 and same.low == 0 and same.high == 0 and same.difference and same.seeds == 1
+    assert task_mean_contrast(base, base).seeds == 3
+    # a method that is right exactly where the baseline's first seed is, plus 12 more queries per task
+    better = {}
+    for t, m in base.items():
+        row = m[0].copy()
+        row[np.flatnonzero(~row)[:12]] = True
+        better[t] = row
+    d = task_mean_contrast(better, one_seed)
+    assert d.value == pytest.approx(0.1) and d.low > 0  # paired: the 12 extra queries always show
+    keep = task_mean_contrast(better, base, weight=0.9)
+    want = np.mean([better[t].mean() - 0.9 * base[t].mean() for t in base])
+    assert keep.value == pytest.approx(want) and keep.low <= keep.value <= keep.high
+    with pytest.raises(ValueError, match="different tasks"):
+        task_mean_contrast(better, {"x": base["x"]})
+    with pytest.raises(ValueError, match="same queries"):
+        task_mean_contrast({"x": better["x"]}, {"x": base["x"][:, :100]})
+    with pytest.raises(ValueError, match="no tasks"):
+        task_mean_contrast({})
+
+
+def test_cell_estimate_wilson_for_one_seed_bootstrap_for_several():
+    one = cell_estimate(np.array([True] * 30 + [False] * 70))
+    assert one.method == "wilson" and one.value == pytest.approx(0.3)
+    assert (one.low, one.high) == pytest.approx(wilson_interval(30, 100))
+    assert cell_estimate(np.ones((1, 10), dtype=bool)).method == "wilson"
+    several = cell_estimate(np.array([[True] * 30 + [False] * 70, [True] * 50 + [False] * 50]))
+    assert several.method == "seed-query bootstrap" and several.seeds == 2 and several.value == pytest.approx(0.4)
+
+
+def test_keep_share_follows_the_papers_column():
+    assert keep_share("P={4}") == 0.9 and keep_share("+ 8-shot ICL prompt") == 0.9
+    assert keep_share("multi-layer+multi-position") == 0.5  # the paper's LTV keeps 62 % there
 
 
 def test_position4_training_on_the_per_row_tail_equals_full_forwards(tiny):
