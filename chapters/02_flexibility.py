@@ -309,7 +309,7 @@ display(Markdown("**What the LTVs cost** (wall time on the machine that first tr
                  "baseline's are chapter 00's):"))
 display(cost.round(1))
 
-# %% mystnb={"figure": {"caption": "Table 1 measured: mean first-token accuracy over the tasks for each method and setting, with 95 % intervals (task-stratified bootstrap over test queries and, for the baseline LTV, its three training seeds). Black bars: the paper's Table 1 (Llama-3.1-8B, seven tasks).", "name": "ch02-fig-table1"}}
+# %% mystnb={"figure": {"caption": "Table 1 measured: mean first-token accuracy over the tasks for each method and setting, with 95 % intervals (task-stratified bootstrap over test queries and, for the baseline LTV, its training seeds). Black bars: the paper's Table 1 (Llama-3.1-8B, seven tasks).", "name": "ch02-fig-table1"}}
 STYLE = {
     "ltv": {"color": "C3"},
     "vanilla_tv": {"color": "C0"},
@@ -345,9 +345,10 @@ fig.tight_layout(rect=(0, 0.13, 1, 1))
 plt.show()
 
 # %% mystnb={"figure": {"caption": "Per task: the LTV of each setting (red) against the strongest of the three extracted vectors there (blue) and the prompt alone (grey), with 95 % intervals (Wilson for one seed; seed-and-query bootstrap for the baseline's seeds). Black dashes: the paper's LTV, mean over its seven tasks (Llama-3.1-8B).", "name": "ch02-fig-tasks"}}
-ncols = 2
+ncols = min(2, len(task_list))
 nrows = int(np.ceil(len(task_list) / ncols))
-fig, axes = plt.subplots(nrows, ncols, figsize=(8, 2.4 * nrows + 0.8), sharex=True, sharey=True, squeeze=False)
+height = 2.3 * nrows + 2.2
+fig, axes = plt.subplots(nrows, ncols, figsize=(8, height), sharex=True, sharey=True, squeeze=False)
 for ax, t in zip(axes.flat, task_list):
     for s_i, s in enumerate(columns):
         ltv_x = matrix(t, s.name, "ltv", "Figure 2.2")
@@ -377,7 +378,7 @@ handles = [plt.Line2D([], [], color=c, marker=mk, ls=ls, ms=5) for c, mk, ls in
 fig.legend(handles, ["LTV", "best extracted vector", "no vector", "LTV did not train", "paper's LTV (7-task mean)"],
            loc="lower center", ncol=3, fontsize=9, frameon=False)
 fig.suptitle(f"Each task's accuracy per setting, {lm.name} ({prof.name} profile)", fontsize=10)
-fig.tight_layout(rect=(0, 0.07, 1, 1))
+fig.tight_layout(rect=(0, 0.75 / height, 1, 1))
 plt.show()
 
 # %% [markdown]
@@ -559,7 +560,7 @@ display(verdict_table)
 # %%
 TEXTS = {
     Verdict.REPRODUCED: (
-        "**{key}** ({label}). Over {n_tasks} tasks the LTV trained for these sites reaches {ltv}, above the "
+        "**{key}** ({label}). Over {n_tasks} task(s) the LTV trained for these sites reaches {ltv}, above the "
         "strongest extracted vector moved there ({best_name}; LTV − {best_name} {diff}), and it keeps at least "
         "{share} of its baseline accuracy (LTV − {share_f} × baseline {keep}): both parts of the paper's outcome "
         "hold on {model}. A vector optimised for the sites it is injected at works there; a vector recorded "
@@ -567,19 +568,19 @@ TEXTS = {
     ),
     Verdict.PARTLY: (
         "**{key}** ({label}). One part of the paper's outcome holds on {model} and one does not: {parts}. "
-        "The LTV reaches {ltv} over {n_tasks} tasks; LTV − {best_name} {diff}; LTV − {share_f} × baseline "
+        "The LTV reaches {ltv} over {n_tasks} task(s); LTV − {best_name} {diff}; LTV − {share_f} × baseline "
         "{keep}. Our setting differs from the paper's in the model (135M against 8B parameters), the training "
         "recipe and the number of training seeds; this chapter does not tell those causes apart."
     ),
     Verdict.NOT_REPRODUCED: (
         "**{key}** ({label}). The paper's outcome does not hold on {model}: {parts}. The LTV reaches {ltv} over "
-        "{n_tasks} tasks; LTV − {best_name} {diff}; LTV − {share_f} × baseline {keep}. The intervals exclude the "
+        "{n_tasks} task(s); LTV − {best_name} {diff}; LTV − {share_f} × baseline {keep}. The intervals exclude the "
         "paper's side. Our setting differs from the paper's in the model (135M against 8B parameters), the "
         "training recipe and the number of training seeds; this chapter does not tell those causes apart."
     ),
     Verdict.INCONCLUSIVE: (
         "**{key}** ({label}). The data cannot decide this column: {parts}. LTV − {best_name} {diff}; LTV − "
-        "{share_f} × baseline {keep}: the intervals admit both directions with {n_tasks} tasks and {seeds} "
+        "{share_f} × baseline {keep}: the intervals admit both directions with {n_tasks} task(s) and {seeds} "
         "training seed(s) per LTV. More seeds or test queries (the `paper` profile) would be needed."
     ),
     Verdict.NOT_TESTABLE: "**{key}** ({label}). Not measured at this budget: {reason}.",
