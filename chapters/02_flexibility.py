@@ -151,7 +151,10 @@ display(pd.DataFrame([
 #
 # **What a non-final position costs.** Training at P={4} caches each prompt up to its own position 4 and
 # recomputes only the rest with the vector (`ltvlib.runner.PositionTail`, measured 1.88x faster than full
-# forwards for Antonym in `bench/RESULTS.md`); the cell below checks that this run's recipe takes that path.
+# forwards for Antonym in `bench/RESULTS.md`). On the classification tasks' long prompts most of the prompt
+# lies after position 4, so the cache saves little there and P={4} stays the dearest column to train
+# (`ltvlib.flexibility.FLEX_SIZES` gives the costs). The cell below checks that this run's recipe takes the
+# per-row tail.
 
 # %%
 p4 = next((s for s in settings if s.name.startswith("position")), None)

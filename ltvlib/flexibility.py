@@ -261,10 +261,20 @@ FLEX_SIZES: dict[str, FlexSizes] = {
     "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), baseline_seeds=(0, 1, 2)),
     "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, baseline_seeds=(0, 1, 2), seeds=(0, 1, 2)),
 }
-"""Per profile. ``cpu`` covers the seven tasks at every column of Table 1: the baseline with the three
-seeds chapter 00 trains (shared cache), the five other columns and the last layer with one seed each (a
-second and third seed would triple the chapter's training time, beyond its budget on two CPU cores); the
-text-only "every second layer" setting and the other late layers only in ``paper``."""
+"""Per profile. ``cpu`` covers the seven tasks at every column of Table 1 and at the last layer: the baseline
+with the three seeds chapter 00 trains (shared cache: 21 vectors, no new training), the five other columns
+and the last layer with one seed each (42 LTVs; the last-layer ones are shared with chapter 1's layer sweep
+for the tasks it sweeps), tested on 200 queries per task (Capital: 50). The text-only "every second layer"
+setting, the other late layers and three seeds in every column only in ``paper``.
+
+Cost (one thread, machine shared by other jobs, CPU seconds): SST-2's baseline LTV 95 s, its P={4} LTV 240 s
+(2.5x: the per-row tail after position 4 is about 24 tokens of a 28-token prompt, so the cache saves little;
+Antonym's P={4} costs what its baseline does, ``bench/RESULTS.md``); one evaluation pass of 200 SST-2 prompts
+15-21 s. A column's cost grows with the prompt's length past its first injected position (P={4} on RTE's
+78-token prompts is the dearest) and with the layers it spans (40 vectors from layer 0 in
+"multi-layer + multi-position"). Estimated cold ``cpu`` time of the chapter with chapters 00 and 01 already
+cached: about 75 minutes of training and 10-15 of evaluation on two cores, of which RTE is about a third.
+Three seeds per column would triple the training part."""
 
 
 def flex_sizes(profile: Profile) -> FlexSizes:
