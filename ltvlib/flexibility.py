@@ -43,14 +43,14 @@ from .baselines.function_vector import FunctionVector
 from .baselines.vanilla_tv import VanillaTaskVector
 from .cache import cached_json, dependency_hash, task_key
 from .evaluate import EvalSet, evaluate
-from .experiments import profile_ltv, profile_splits
+from .experiments import profile_ltv, profile_splits, task_contrast
 from .experiments_extracted import extracted_sizes, profile_function_vector, profile_vanilla_tv
 from .inject import Mode, Site, VectorEdit
 from .ltv import LearnedTaskVector
 from .profiles import Profile, sweep_layers
 from .runner import tail_needed
 from .sites import check_layer
-from .stats import DEFAULT_RESAMPLES, Estimate, _percentiles, _resampled_means, proportion_estimate, seed_interval
+from .stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_interval
 from .tasks import PAPER_TASKS, TaskSplits, get_task, load_splits
 
 ExtractedMethod = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
@@ -234,9 +234,9 @@ class FlexSizes:
         n_late: late layers of the "no critical depth" comparison (None = every layer of the last quarter,
             0 = none).
         layer_steps: the multi-layer settings (:func:`table1_settings`): 4 is the paper's column, 2 its text.
-        baseline_seeds: training seeds of the baseline column's LTVs (middle layer, last token, zero-shot:
-            the vectors chapter 00 trains, read back from the shared cache), offset by the chapter's ``seed``.
-        seeds: training seeds of the LTVs of every other setting, offset the same way.
+        seeds: training seeds of the LTVs of every setting but the baseline, offset by the chapter's ``seed``
+            (the baseline column's are the profile's headline seeds, :func:`ltvlib.experiments.headline_seeds`:
+            the middle-layer vectors chapters 00 and 01 train, read back from the shared cache).
         n_test: test queries per task, zero-shot and k-shot alike (the same queries, so every column pairs
             with the baseline); None = the profile's ``n_test``.
     """
@@ -245,21 +245,20 @@ class FlexSizes:
     icl_shots: int = 8
     n_late: int | None = 3
     layer_steps: tuple[int, ...] = (4, 2)
-    baseline_seeds: tuple[int, ...] = (0,)
     seeds: tuple[int, ...] = (0,)
     n_test: int | None = None
 
     def __post_init__(self) -> None:
-        if not self.tasks or not self.seeds or not self.baseline_seeds or not self.layer_steps:
-            raise ValueError(f"FlexSizes needs tasks, seeds, baseline seeds and a layer step, got {self}")
+        if not self.tasks or not self.seeds or not self.layer_steps:
+            raise ValueError(f"FlexSizes needs tasks, seeds and a layer step, got {self}")
         if self.n_late is not None and self.n_late < 0:
             raise ValueError(f"n_late must be None or >= 0, got {self.n_late}")
 
 
 FLEX_SIZES: dict[str, FlexSizes] = {
-    "smoke": FlexSizes(tasks=("antonym",), icl_shots=2, n_late=1, layer_steps=(4,), baseline_seeds=(0, 1)),
-    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), baseline_seeds=(0, 1, 2)),
-    "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, baseline_seeds=(0, 1, 2), seeds=(0, 1, 2)),
+    "smoke": FlexSizes(tasks=("antonym",), icl_shots=2, n_late=1, layer_steps=(4,)),
+    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,)),
+    "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, seeds=(0, 1, 2)),
 }
 """Per profile. ``cpu`` covers the seven tasks at every column of Table 1 and at the last layer: the baseline
 with the three seeds chapter 00 trains (shared cache: 21 vectors, no new training), the five other columns
@@ -408,22 +407,10 @@ def setting_result(
 
 # ------------------------------------------------------------------------------------ means over tasks
 #
-# Table 1 reports each column as the mean over tasks of each task's accuracy. Its interval comes from a
-# bootstrap stratified by task: in each draw every task's queries (and, with several training seeds, its
-# seeds) are resampled within that task, the per-task means are averaged with equal weights, and the 2.5 and
-# 97.5 percentiles of that average over the draws are the bounds. A difference of two methods (or of a column
-# and a multiple of the baseline) draws the same queries for both within each task: it is paired.
-
-
-def _matrix(x: Any, name: str) -> np.ndarray:
-    m = np.asarray(x, dtype=np.float64)
-    if m.ndim == 1:
-        m = m[None, :]
-    if m.ndim != 2 or m.shape[0] < 1 or m.shape[1] < 1:
-        raise ValueError(f"{name}: per-query correctness of shape (queries,) or (seeds, queries), got {m.shape}")
-    if ((m < 0) | (m > 1)).any() or not np.isfinite(m).all():
-        raise ValueError(f"{name}: correctness must lie in [0, 1]")
-    return m
+# Table 1 reports each column as the mean over tasks of each task's accuracy. Its interval is the stratified
+# bootstrap of :func:`ltvlib.experiments.task_contrast`: every task's queries (and, with several training seeds,
+# its seeds) are resampled within that task, the per-task means averaged with equal weights. A difference of two
+# methods (or of a column and a multiple of the baseline) draws the same queries for both within each task.
 
 
 def task_mean_contrast(
@@ -431,7 +418,7 @@ def task_mean_contrast(
     n_resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95, seed: int = 0,
 ) -> Estimate:
     """The mean over tasks of ``a``'s accuracy, minus ``weight`` times ``b``'s, with a task-stratified paired
-    bootstrap interval.
+    bootstrap interval (:func:`ltvlib.experiments.task_contrast`).
 
     Args:
         a, b: task -> per-query correctness, shape (queries,) or (seeds, queries); ``b`` (if given) must have
@@ -447,28 +434,9 @@ def task_mean_contrast(
         raise ValueError("task_mean_contrast: no tasks")
     if b is not None and set(a) != set(b):
         raise ValueError(f"task_mean_contrast: a and b cover different tasks: {sorted(a)} vs {sorted(b)}")
-    rng = np.random.default_rng(seed)
-    total = np.zeros(int(n_resamples))
-    value, n, seeds = 0.0, 0, []
-    for task in sorted(a):
-        ma = _matrix(a[task], f"a[{task!r}]")
-        mats = [ma]
-        if b is not None:
-            mb = _matrix(b[task], f"b[{task!r}]")
-            if mb.shape[1] != ma.shape[1]:
-                raise ValueError(f"task {task!r}: a and b need the same queries, got {ma.shape[1]} and {mb.shape[1]}")
-            mats.append(mb)
-        draws = _resampled_means(mats, int(n_resamples), rng)
-        total += draws[0] - (weight * draws[1] if b is not None else 0.0)
-        value += ma.mean() - (weight * mats[1].mean() if b is not None else 0.0)
-        n += ma.shape[1]
-        seeds += [m.shape[0] for m in mats]
-    k = len(a)
-    value, total = value / k, total / k
-    lo, hi = _percentiles(total, confidence)
-    return Estimate(float(value), min(lo, float(value)), max(hi, float(value)), n=n, seeds=min(seeds),
-                    confidence=confidence, method="task-stratified bootstrap", resamples=int(n_resamples),
-                    difference=b is not None)
+    terms = {t: [(1.0, a[t])] + ([(-float(weight), b[t])] if b is not None else []) for t in sorted(a)}
+    return task_contrast(terms, difference=b is not None, n_resamples=n_resamples, confidence=confidence,
+                         seed=seed)
 
 
 def cell_estimate(correct: Any, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> Estimate:
