@@ -611,8 +611,9 @@ for c in claims:
 # ## What differs from the paper, and why
 #
 # - **Model.** SmolLM2-135M (30 layers, middle layer 15), not Llama-3.1-8B (32 layers, middle layer 16);
-#   its zero-shot and ICL accuracies are far lower, so absolute numbers are not comparable; the comparison
-#   is between methods on one model, and between columns of the same method.
+#   a model 60 times smaller, so its absolute accuracies are not comparable with the paper's (chapter 00
+#   measures its zero-shot and ICL accuracy); the comparison is between methods on one model, and between
+#   columns of the same method.
 # - **Seeds and test queries.** In `cpu` the baseline column has three training seeds (the vectors chapter
 #   00 trains), every other column one (`ltvlib.flexibility.FLEX_SIZES`): two more seeds for each of them
 #   would triple this chapter's training time on two CPU cores. Each task is tested on its first 200 test
