@@ -266,14 +266,14 @@ and the last layer with one seed each (42 LTVs; the last-layer ones are shared w
 for the tasks it sweeps), tested on 200 queries per task (Capital: 50). The text-only "every second layer"
 setting, the other late layers and three seeds in every column only in ``paper``.
 
-Cost (one thread, machine shared by other jobs, CPU seconds): SST-2's baseline LTV 95 s, its P={4} LTV 240 s
-(2.5x: the per-row tail after position 4 is about 24 tokens of a 28-token prompt, so the cache saves little;
-Antonym's P={4} costs what its baseline does, ``bench/RESULTS.md``), its 8-shot LTV 150 s (1.6x); one
-evaluation of 200 SST-2 prompts 15-32 s. A column's cost grows with the prompt's length past its first injected position (P={4} on RTE's
-78-token prompts is the dearest) and with the layers it spans (40 vectors from layer 0 in
-"multi-layer + multi-position"). Estimated cold ``cpu`` time of the chapter with chapters 00 and 01 already
-cached: about 75 minutes of training and 10-15 of evaluation on two cores, of which RTE is about a third.
-Three seeds per column would triple the training part."""
+Cost (one thread, machine shared by other jobs, CPU seconds, SST-2, the settings in turn in one process):
+baseline LTV 95 s; P={4} 240 s (2.5x: the per-row tail after position 4 is about 24 tokens of a 28-token
+prompt, so the cache saves little; Antonym's P={4} costs what its baseline does, ``bench/RESULTS.md``); 8-shot
+150 s; multi-layer + multi-position 154 s; every 4th layer 67 s (stopped early); last five positions 55 s: the
+five columns 7x the baseline; evaluations 5-32 s each. A column's cost grows with the prompt's length past its
+first injected position (P={4} on RTE's 78-token prompts is the dearest). Estimated cold ``cpu`` time of the
+chapter with chapters 00 and 01 already cached: about 60 minutes of training (RTE about 24 of them) and 13 of
+evaluation on two cores. Three seeds per column would triple the training part."""
 
 
 def flex_sizes(profile: Profile) -> FlexSizes:
