@@ -223,12 +223,21 @@ def profile_vanilla_tv_task_template(lm: Any, task: str, profile: Profile, *, se
     return profile_vanilla_tv(lm, task, profile, config=config, seed=seed, select_layers=candidates)
 
 
+SHORT_PROMPT_TASKS: tuple[str, ...] = ("capital", "capitalize", "antonym", "trec")
+"""The paper's tasks whose zero-shot prompts are short on SmolLM2 (6-17 tokens, against 28 for SST-2, 39 for SNLI
+and 82 for RTE): the tasks of the ``cpu`` profile's dear columns."""
+
+CPU_CHEAP_TASKS: tuple[str, ...] = ("capital", "capitalize", "antonym", "sst2", "trec")
+"""The tasks of the ``cpu`` profile's cheap columns (every 4th layer, last five positions, the last layer): the
+short-prompt ones and SST-2, the cheapest of the three long-prompt tasks."""
+
+
 @dataclass(frozen=True)
 class FlexSizes:
     """What the flexibility chapter covers in one profile.
 
     Attributes:
-        tasks: the tasks of every setting.
+        tasks: the tasks of the baseline column and of every column :attr:`setting_tasks` does not restrict.
         icl_shots: demonstrations of the ICL setting (the paper's 8; fewer in ``smoke``, where only the code
             path matters).
         n_late: late layers of the "no critical depth" comparison (None = every layer of the last quarter,
@@ -239,6 +248,9 @@ class FlexSizes:
             the middle-layer vectors chapters 00 and 01 train, read back from the shared cache).
         n_test: test queries per task, zero-shot and k-shot alike (the same queries, so every column pairs
             with the baseline); None = the profile's ``n_test``.
+        setting_tasks: setting name -> the tasks that setting runs on, a subset of ``tasks`` (a column's
+            comparison with the baseline is then made over the same subset); settings not named run on
+            ``tasks``. The baseline cannot be restricted: every column is compared with it.
     """
 
     tasks: tuple[str, ...]
@@ -247,33 +259,67 @@ class FlexSizes:
     layer_steps: tuple[int, ...] = (4, 2)
     seeds: tuple[int, ...] = (0,)
     n_test: int | None = None
+    setting_tasks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.tasks or not self.seeds or not self.layer_steps:
             raise ValueError(f"FlexSizes needs tasks, seeds and a layer step, got {self}")
         if self.n_late is not None and self.n_late < 0:
             raise ValueError(f"n_late must be None or >= 0, got {self.n_late}")
+        if "baseline" in self.setting_tasks:
+            raise ValueError("setting_tasks: the baseline runs on every task (each column is compared with it)")
+        for name, sub in self.setting_tasks.items():
+            extra = [t for t in sub if t not in self.tasks]
+            if not sub or extra:
+                raise ValueError(f"setting_tasks[{name!r}] must be a non-empty subset of {self.tasks}, got {sub}")
 
+    def tasks_of(self, setting: str, within: Sequence[str] | None = None) -> tuple[str, ...]:
+        """The tasks ``setting`` (a :class:`Setting`'s name) runs on, in the order of ``within`` (default
+        :attr:`tasks`), restricted to :attr:`setting_tasks` where that names the setting."""
+        pool = tuple(self.tasks if within is None else within)
+        sub = self.setting_tasks.get(setting)
+        return pool if sub is None else tuple(t for t in pool if t in sub)
+
+
+_DEAR_COLUMNS = ("position4", "layers_x_positions", "icl8")
+_CHEAP_COLUMNS = ("last5", "every4", "late29")
 
 FLEX_SIZES: dict[str, FlexSizes] = {
-    "smoke": FlexSizes(tasks=("antonym",), icl_shots=2, n_late=1, layer_steps=(4,)),
-    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,)),
+    "smoke": FlexSizes(tasks=("antonym", "sst2"), icl_shots=2, n_late=1, layer_steps=(4,),
+                       setting_tasks={n: ("antonym",) for n in ("position4", "layers_x_positions", "icl2")}),
+    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), n_test=100,
+                     setting_tasks={**{n: SHORT_PROMPT_TASKS for n in _DEAR_COLUMNS},
+                                    **{n: CPU_CHEAP_TASKS for n in _CHEAP_COLUMNS}}),
     "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, seeds=(0, 1, 2)),
 }
-"""Per profile. ``cpu`` covers the seven tasks at every column of Table 1 and at the last layer: the baseline
-with the three seeds chapter 00 trains (shared cache: 21 vectors, no new training), the five other columns
-and the last layer with one seed each (42 LTVs; the last-layer ones are shared with chapter 1's layer sweep
-for the tasks it sweeps), tested on 200 queries per task (Capital: 50). The text-only "every second layer"
-setting, the other late layers and three seeds in every column only in ``paper``.
+"""Per profile. ``paper``: the seven tasks in every column, three seeds each, every layer of the last quarter and
+the text-only "every second layer" setting. ``smoke``: the code paths only (Antonym and SST-2, the dear columns
+on Antonym alone). ``cpu`` (about 25 minutes of two CPU cores, chapters 00 and 01 cached): the baseline on the
+seven tasks with the three seeds chapter 00 trains (shared cache: no new training); one seed in every other
+column; the dear columns (P={4}, multi-layer + multi-position, 8-shot ICL) on the four short-prompt tasks
+(:data:`SHORT_PROMPT_TASKS`); the cheap ones (last five positions, every 4th layer, the last layer 29) on those
+and SST-2 (:data:`CPU_CHEAP_TASKS`); 100 test queries per task (Capital: 50), the same in every column. Each
+column is compared with the baseline over its own tasks.
 
-Cost (one thread, machine shared by other jobs, CPU seconds, SST-2, the settings in turn in one process):
-baseline LTV 95 s; P={4} 240 s (2.5x: the per-row tail after position 4 is about 24 tokens of a 28-token
-prompt, so the cache saves little; Antonym's P={4} costs what its baseline does, ``bench/RESULTS.md``); 8-shot
-150 s; multi-layer + multi-position 154 s; every 4th layer 67 s (stopped early); last five positions 55 s: the
-five columns 7x the baseline; evaluations 5-32 s each. A column's cost grows with the prompt's length past its
-first injected position (P={4} on RTE's 78-token prompts is the dearest). Estimated cold ``cpu`` time of the
-chapter with chapters 00 and 01 already cached: about 60 minutes of training (RTE about 24 of them) and 13 of
-evaluation on two cores. Three seeds per column would triple the training part."""
+Why, from measured costs (CPU seconds of one LTV's training on one thread, machine shared with other jobs; each
+line one process, the settings in the order given, so later ones may find the prompts' cached states):
+
+- SST-2 (28-token prompts, 22.6k train and validation prompt tokens): baseline 95, P={4} 240, 8-shot 150,
+  multi-layer + multi-position 154, every 4th layer 67 (stopped early), last five 55;
+- TREC (13-17 tokens, 3.5k): baseline 26, P={4} 78, 8-shot 42, multi-layer + multi-position 73;
+- Antonym (6 tokens, 4.8k): baseline 38, P={4} 38, 8-shot 64;
+- RTE (82 tokens, 65.6k): every 4th layer alone more than 215, still training then (its train prompts'
+  cached states, 2.2 GiB from block 0, exceed the training runner's 640 MiB cap, so most rows are recomputed
+  at every batch).
+
+Cost follows the tokens a column recomputes: P={4} is dear on long prompts only (Antonym's costs what its
+baseline does), and a long-prompt task is dear in every column. Estimate of the ``cpu`` plan (cold, chapters
+00 and 01 cached; unmeasured pairs scaled from the measured ones by prompt tokens): the four short tasks'
+five new columns about 14 minutes (their layer-29 LTVs are chapter 01's), SST-2's three cheap columns about 5
+(two cold prompt passes, from block 15 with five tail positions and from block 0), the evaluations of 100
+queries about 6 (five to six evaluations each of 34 task-column pairs): about 25 minutes. The same cheap columns on
+SNLI would add about 8 minutes and on RTE at least 13; every column on all seven tasks (42 LTVs) would take
+well over an hour, three seeds per column about three times the training part."""
 
 
 def flex_sizes(profile: Profile) -> FlexSizes:
