@@ -317,8 +317,8 @@ display(Markdown(
     "paper has no number for that column). Each of our means runs over the tasks its column covers (row "
     "\"tasks of the column\")"
     + (f"; {', '.join(partial)} cover fewer tasks than the baseline, so for them the row \"{same_row}\" gives "
-       "the like-for-like reference: the baseline LTV averaged over the same tasks. Their means are not seven-"
-       "task means, and the paper's number beside them is." if partial else ".")
+       f"the like-for-like reference: the baseline LTV averaged over the same tasks. Their means are not over "
+       f"the baseline's {len(task_list)} tasks, and the paper's numbers are seven-task means." if partial else ".")
 ))
 display(table1)
 
@@ -397,7 +397,8 @@ for x, s in zip(xs, columns):
         ax.plot(x - 2 * width, 100 * e.value, marker="D", mfc="none", mec="k", ms=6, ls="",
                 label="baseline LTV, same tasks" if s is next(c for c in columns if c.name in partial) else None)
 ax.set_xticks(xs)
-ax.set_xticklabels([f"{s.name}\n({len(col_tasks[s.name])} tasks)" for s in columns], fontsize=9, rotation=20)
+ax.set_xticklabels([f"{s.name}\n({len(col_tasks[s.name])} task{'s' if len(col_tasks[s.name]) > 1 else ''})"
+                    for s in columns], fontsize=9, rotation=20)
 ax.set_ylabel("accuracy (%), mean over tasks")
 ax.set_xlabel("setting (sites of the vectors)")
 ax.set_ylim(0, 100)
@@ -478,7 +479,7 @@ lines = []
 base_est = est_mean["baseline", "ltv"][0]
 lines.append(f"- **baseline** ({settings[0].label}): LTV {format_estimate(base_est) if base_est else DID_NOT_TRAIN}; "
              + ", ".join(f"{METHODS[m]} {format_estimate(est_mean['baseline', m][0])}" for m in (*EXTRACTED, "none"))
-             + ". Paper: LTV 83.49 %, Vanilla TV 37.80 %, FV 37.30 %.")
+             + ". Paper (seven tasks): LTV 83.49 %, Vanilla TV 37.80 %, FV 37.30 %.")
 for s in settings[1:] + late:
     x = numbers[s.name]
     paper = (f" Paper (seven tasks): LTV {PAPER_TABLE1['ltv'][s.paper_column]:.2f} %, Vanilla TV "
@@ -546,7 +547,8 @@ def claim_parts(s, x):
     else:
         paper = "in the text only: the LTV keeps working there, the extracted vectors do not (no number)"
     ours = (f"LTV {format_estimate(x['ltv']) if x['ltv'] else DID_NOT_TRAIN}, {name} {format_estimate(x['best_est'])} "
-            f"(mean over {len(x['tasks_diff'])} tasks: {', '.join(x['tasks_diff'])})")
+            + (f"(mean over {len(x['tasks_diff'])} tasks: {', '.join(x['tasks_diff'])})" if x["tasks_diff"] else
+               f"(no task's LTV trained; the column's tasks: {', '.join(x['tasks'])})"))
     if x["tasks"] != task_list:
         ours += (f"; the baseline LTV over the same tasks "
                  f"{format_estimate(x['base_same']) if x['base_same'] else DID_NOT_TRAIN}")
@@ -557,9 +559,9 @@ def coverage_note(x):
     """The claim's note where its column covers fewer tasks than the baseline (and than the paper)."""
     if x["tasks"] == task_list:
         return ""
-    return (f"Measured on {len(x['tasks'])} of the {len(task_list)} tasks ({', '.join(x['tasks'])}; CPU budget of "
-            f"the {prof.name} profile, the paper profile runs all seven): its means and its comparison with the "
-            f"baseline run over those tasks, while the paper's numbers are seven-task means.")
+    return (f"Measured on {len(x['tasks'])} of the {len(task_list)} tasks ({', '.join(x['tasks'])}), for the "
+            f"{prof.name} profile's CPU budget (the paper profile runs all seven): its means and its comparison "
+            f"with the baseline run over those tasks, while the paper's numbers are seven-task means.")
 
 
 def late_numbers():
