@@ -38,21 +38,22 @@
 # **Which tasks each column covers.** The `paper` profile runs every column on the paper's seven tasks. The
 # `cpu` profile has about 25 minutes of two CPU cores for this chapter, and an LTV's training cost grows
 # with the prompt tokens it has to recompute: on SST-2's 28-token prompts the P={4} LTV took 240 CPU
-# seconds, the 8-shot one 150 and the multi-layer + multi-position one 154, against 38-78 s for TREC and
-# Antonym, and a long-prompt task is dear in every column (RTE's 82-token prompts: more than 215 s for the
-# every-4th-layer LTV alone). So in `cpu`:
+# seconds, the 8-shot one 150 and the multi-layer + multi-position one 154, against 38-88 s for the same
+# three on TREC and Antonym, and a long-prompt task is dear in every column (RTE's 82-token prompts: 198 s
+# for an every-4th-layer LTV that stopped early, 44 s for one evaluation pass). So in `cpu`:
 #
 # - the baseline column (P={-1}, middle layer) covers the **seven** tasks (its vectors are chapter 00's);
 # - the three dear columns, **P={4}**, **multi-layer + multi-position** and **8-shot ICL**, cover the four
 #   short-prompt tasks, **Capital, Capitalize, Antonym and TREC**;
 # - the three cheap columns, **last five positions**, **every 4th layer** and **layer 29** (the last), cover
-#   those four and **SST-2**; SNLI and RTE would add about 8 and at least 13 minutes.
+#   those four and **SST-2**, the cheapest long-prompt task; SNLI and RTE would add about 6 and 9 minutes.
 #
-# Estimated from those measurements, the chapter takes about 25 minutes cold (`ltvlib.flexibility.FLEX_SIZES`
-# gives the costs and the sum). A column on fewer tasks is compared like with like: its mean over its own
-# tasks against the baseline LTV's mean over the same tasks (Table 2.1 shows both, and each column's verdict
-# tests that difference). The paper's numbers stay seven-task means; a verdict on fewer tasks is still decided
-# by its rule on what was measured here, and its claim says which tasks in its note.
+# Estimated from those measurements, the chapter takes about 27 minutes cold with chapters 00 and 01 cached
+# (`ltvlib.flexibility.FLEX_SIZES` gives the costs and the sum). A column on fewer tasks is compared like with
+# like: its mean over its own tasks against the baseline LTV's mean over the same tasks (Table 2.1 shows
+# both, and each column's verdict tests that difference). The paper's numbers stay seven-task means; a
+# verdict on fewer tasks is still decided by its rule on what was measured here, and its claim says which
+# tasks in its note.
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
@@ -250,7 +251,8 @@ def matrix(task, name, method, where):
 def mean_estimate(name, method, where, over=None):
     """The mean over the column's tasks (or those of ``over``) where ``method`` has a number, with its
     interval; and those tasks."""
-    per = {t: m for t in (col_tasks[name] if over is None else over) if (m := matrix(t, name, method, where)) is not None}
+    pool = col_tasks[name] if over is None else over
+    per = {t: m for t in pool if (m := matrix(t, name, method, where)) is not None}
     return (task_mean_contrast(per) if per else None), tuple(per)
 
 
@@ -488,8 +490,8 @@ for s in settings[1:] + late:
     lines.append(
         f"- **{s.name}** ({s.label}; tasks: {coverage(s.name)}): LTV "
         f"{format_estimate(x['ltv']) if x['ltv'] else DID_NOT_TRAIN}"
-        + (f" (the baseline LTV over the same tasks: {format_estimate(x['base_same']) if x['base_same'] else DID_NOT_TRAIN})"
-           if x["tasks"] != task_list else "")
+        + (" (the baseline LTV over the same tasks: "
+           f"{format_estimate(x['base_same']) if x['base_same'] else DID_NOT_TRAIN})" if x["tasks"] != task_list else "")
         + "; strongest "
         f"extracted vector {METHODS[x['best']]} {format_estimate(x['best_est'])}; LTV − {METHODS[x['best']]} "
         f"{format_estimate(x['diff']) if x['diff'] else 'n/a'}; LTV − {x['share']:.1f} × baseline LTV "
@@ -497,7 +499,8 @@ for s in settings[1:] + late:
     )
 icl_zs = est_mean[icl_name, "ltv_zero_shot_trained"][0]
 lines.append(
-    f"- **On the {flex.icl_shots}-shot prompt** (tasks: {coverage(icl_name)}) the prompt alone reaches {format_estimate(est_mean[icl_name, 'none'][0])}; "
+    f"- **On the {flex.icl_shots}-shot prompt** (tasks: {coverage(icl_name)}) the prompt alone reaches "
+    f"{format_estimate(est_mean[icl_name, 'none'][0])}; "
     f"the LTV trained on {flex.icl_shots}-shot prompts "
     f"{format_estimate(est_mean[icl_name, 'ltv'][0]) if est_mean[icl_name, 'ltv'][0] else DID_NOT_TRAIN}, the "
     f"zero-shot-trained LTV injected there {format_estimate(icl_zs) if icl_zs else DID_NOT_TRAIN}."

@@ -305,21 +305,26 @@ Why, from measured costs (CPU seconds of one LTV's training on one thread, machi
 line one process, the settings in the order given, so later ones may find the prompts' cached states):
 
 - SST-2 (28-token prompts, 22.6k train and validation prompt tokens): baseline 95, P={4} 240, 8-shot 150,
-  multi-layer + multi-position 154, every 4th layer 67 (stopped early), last five 55;
-- TREC (13-17 tokens, 3.5k): baseline 26, P={4} 78, 8-shot 42, multi-layer + multi-position 73;
-- Antonym (6 tokens, 4.8k): baseline 38, P={4} 38, 8-shot 64;
-- RTE (82 tokens, 65.6k): every 4th layer alone more than 215, still training then (its train prompts'
-  cached states, 2.2 GiB from block 0, exceed the training runner's 640 MiB cap, so most rows are recomputed
-  at every batch).
+  multi-layer + multi-position 154, every 4th layer 67 (stopped early), last five 55; one evaluation pass of
+  200 queries 5-32;
+- TREC (13-17 tokens, 3.5k): baseline 26, P={4} 78, 8-shot 42, multi-layer + multi-position 73; evaluation
+  pass 7-16;
+- Antonym (6 tokens, 4.8k): baseline 38, P={4} 38, 8-shot 64, multi-layer + multi-position 88; evaluation
+  pass 5-11;
+- RTE (82 tokens, 65.6k), cold: every 4th layer 198 (stopped early, 24 steps); one evaluation pass 44.
 
 Cost follows the tokens a column recomputes: P={4} is dear on long prompts only (Antonym's costs what its
-baseline does), and a long-prompt task is dear in every column. Estimate of the ``cpu`` plan (cold, chapters
-00 and 01 cached; unmeasured pairs scaled from the measured ones by prompt tokens): the four short tasks'
-five new columns about 14 minutes (their layer-29 LTVs are chapter 01's), SST-2's three cheap columns about 5
-(two cold prompt passes, from block 15 with five tail positions and from block 0), the evaluations of 100
-queries about 6 (five to six evaluations each of 34 task-column pairs): about 25 minutes. The same cheap columns on
-SNLI would add about 8 minutes and on RTE at least 13; every column on all seven tasks (42 LTVs) would take
-well over an hour, three seeds per column about three times the training part."""
+baseline does), and a long-prompt task is dear in every column. Estimate of the ``cpu`` plan, cold, chapters
+00 and 01 cached (unmeasured pairs scaled from measured ones: a short task's every-4th-layer LTV at 0.75 of
+its multi-layer + multi-position one, its last-five one at its baseline's cost, Capitalize at 0.8 and Capital
+at 0.45 of Antonym by prompts and tokens; SST-2's cheap columns at their measured cost, layer 29 at the
+last-five one's, plus two cold prompt passes, 40 s from block 15 and 80 s from block 0; a column's
+evaluation, five to six passes of 100 queries over one prompt cache, at 1.1 single passes of 200): the four
+short tasks' five new columns about 15.5 minutes (TREC 4.6, Antonym 4.9, Capitalize 3.9, Capital 2.2; their layer-29 LTVs are chapter 01's), SST-2's
+three cheap columns about 5, the 34 task-column evaluations about 6, loading half a minute: **about 27
+minutes**. Without SST-2 in the cheap columns (``CPU_CHEAP_TASKS = SHORT_PROMPT_TASKS``) about 21. The cheap
+columns on SNLI would add about 6 minutes and on RTE about 9; every column on all seven tasks (42 LTVs) well
+over an hour; three seeds per column about three times the training part."""
 
 
 def flex_sizes(profile: Profile) -> FlexSizes:
