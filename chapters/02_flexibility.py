@@ -404,7 +404,8 @@ ax.set_xticklabels([f"{s.name}\n({len(col_tasks[s.name])} task{'s' if len(col_ta
 ax.set_ylabel("accuracy (%), mean over tasks")
 ax.set_xlabel("setting (sites of the vectors)")
 ax.set_ylim(0, 100)
-ax.set_title(f"Table 1 on {lm.name}: {len(task_list)} tasks ({prof.name} profile)", fontsize=10)
+ax.set_title(f"Table 1 on {lm.name} ({prof.name} profile): " + (
+    "each setting's mean over its own tasks" if partial else f"mean over {len(task_list)} tasks"), fontsize=10)
 fig.legend(loc="lower center", ncol=3, fontsize=9, frameon=False)
 fig.tight_layout(rect=(0, 0.17, 1, 1))
 plt.show()
