@@ -40,13 +40,14 @@
 # with the prompt tokens it has to recompute: on SST-2's 28-token prompts the P={4} LTV took 240 CPU
 # seconds, the 8-shot one 150 and the multi-layer + multi-position one 154, against 38-88 s for the same
 # three on TREC and Antonym, and a long-prompt task is dear in every column (RTE's 82-token prompts: 198 s
-# for an every-4th-layer LTV that stopped early, 44 s for one evaluation pass). So in `cpu`:
+# for an every-4th-layer LTV that stopped early, 248 s for the last-five one, 44 s per evaluation pass). So
+# in `cpu`:
 #
 # - the baseline column (P={-1}, middle layer) covers the **seven** tasks (its vectors are chapter 00's);
 # - the three dear columns, **P={4}**, **multi-layer + multi-position** and **8-shot ICL**, cover the four
 #   short-prompt tasks, **Capital, Capitalize, Antonym and TREC**;
 # - the three cheap columns, **last five positions**, **every 4th layer** and **layer 29** (the last), cover
-#   those four and **SST-2**, the cheapest long-prompt task; SNLI and RTE would add about 6 and 9 minutes.
+#   those four and **SST-2**, the cheapest long-prompt task; SNLI and RTE would add about 6 and 11 minutes.
 #
 # Estimated from those measurements, the chapter takes about 27 minutes cold with chapters 00 and 01 cached
 # (`ltvlib.flexibility.FLEX_SIZES` gives the costs and the sum). A column on fewer tasks is compared like with

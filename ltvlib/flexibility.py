@@ -311,7 +311,8 @@ line one process, the settings in the order given, so later ones may find the pr
   pass 7-16;
 - Antonym (6 tokens, 4.8k): baseline 38, P={4} 38, 8-shot 64, multi-layer + multi-position 88; evaluation
   pass 5-11;
-- RTE (82 tokens, 65.6k), cold: every 4th layer 198 (stopped early, 24 steps); one evaluation pass 44.
+- RTE (82 tokens, 65.6k), cold: every 4th layer 198 (stopped early, 24 steps), last five 248 (32 steps);
+  one evaluation pass 44-47.
 
 Cost follows the tokens a column recomputes: P={4} is dear on long prompts only (Antonym's costs what its
 baseline does), and a long-prompt task is dear in every column. Estimate of the ``cpu`` plan, cold, chapters
@@ -323,7 +324,7 @@ evaluation, five to six passes of 100 queries over one prompt cache, at 1.1 sing
 short tasks' five new columns about 15.5 minutes (TREC 4.6, Antonym 4.9, Capitalize 3.9, Capital 2.2; their layer-29 LTVs are chapter 01's), SST-2's
 three cheap columns about 5, the 34 task-column evaluations about 6, loading half a minute: **about 27
 minutes**. Without SST-2 in the cheap columns (``CPU_CHEAP_TASKS = SHORT_PROMPT_TASKS``) about 21. The cheap
-columns on SNLI would add about 6 minutes and on RTE about 9; every column on all seven tasks (42 LTVs) well
+columns on SNLI would add about 6 minutes and on RTE about 11; every column on all seven tasks (42 LTVs) well
 over an hour; three seeds per column about three times the training part."""
 
 
