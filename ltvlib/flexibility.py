@@ -311,8 +311,8 @@ line one process, the settings in the order given, so later ones may find the pr
   pass 7-16;
 - Antonym (6 tokens, 4.8k): baseline 38, P={4} 38, 8-shot 64, multi-layer + multi-position 88; evaluation
   pass 5-11;
-- RTE (82 tokens, 65.6k), cold: every 4th layer 198 (stopped early, 24 steps), last five 248 (32 steps);
-  one evaluation pass 44-47.
+- RTE (82 tokens, 65.6k), cold: every 4th layer 198 (stopped early, 24 steps), last five 248 (32 steps),
+  layer 29 90 (24 steps); one evaluation pass 44-47.
 
 Cost follows the tokens a column recomputes: P={4} is dear on long prompts only (Antonym's costs what its
 baseline does), and a long-prompt task is dear in every column. Estimate of the ``cpu`` plan, cold, chapters
