@@ -95,10 +95,12 @@ ledger = LTVLedger()  # every LTV number this chapter shows goes through it
 started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
-layers = sorted(set(sweep_layers(lm.n_layers, prof)) | {mid})
 ltv_at = {t: ltv_layers(lm, t, prof) for t in prof.tasks}
 sweep_tasks = [t for t in prof.tasks if len(ltv_at[t]) > 1]
 sweep_ltv_layers = sorted({l for t in sweep_tasks for l in ltv_at[t]})
+# the extracted vectors are measured at every LTV layer too, so that each layer of the LTV sweep has its
+# paired comparison (the profile's sweep and the LTV sweep need not pick the same layers)
+layers = sorted(set(sweep_layers(lm.n_layers, prof)) | {mid} | set(sweep_ltv_layers))
 late = [l for l in sweep_ltv_layers if l >= (3 * lm.n_layers) // 4]
 vtv, fvc = sizes.vanilla_tv, sizes.function_vector
 display(Markdown(
