@@ -375,7 +375,7 @@ display(Markdown(
 # The indirect effect of every head (averaged over the corrupted prompts) for one task, and the top heads of
 # each task.
 
-# %% mystnb={"figure": {"caption": "Causal indirect effect of each attention head on one task (rows: heads, columns: layers): the gain in probability of the gold first token when the head's last-token output on shuffled-label prompts is replaced by its mean over clean prompts, averaged over the corrupted prompts of the function-vector extraction (their number is in the set-up line at the top). The table below lists each task's top heads, best first.", "name": "ch01-fig-heads"}}
+# %% mystnb={"figure": {"caption": "Causal indirect effect of each attention head on one task (rows: heads, columns: layers): the gain in probability of the gold first token when the head's last-token output on shuffled-label prompts is replaced by its mean over clean prompts, averaged over the corrupted prompts of the function-vector extraction (their number is in the set-up line at the top). The table after the figure lists each task's top heads, best first.", "name": "ch01-fig-heads"}}
 fvs = {t: profile_function_vector(lm, t, prof, seed=seed) for t in prof.tasks}
 show = "antonym" if "antonym" in fvs else prof.tasks[0]
 fig, ax = plt.subplots(figsize=(8, 2.8))
@@ -388,6 +388,11 @@ ax.tick_params(labelsize=9)
 fig.colorbar(im, ax=ax, label="gain in p(gold)")
 fig.tight_layout()
 plt.show()
+
+# %% [markdown]
+# The top heads of each task's function vector, best first:
+
+# %%
 display(pd.DataFrame({t: [f"L{l}H{h}" for l, h in fv.heads] for t, fv in fvs.items()}).T
         .rename(columns=lambda i: f"#{i + 1}"))
 

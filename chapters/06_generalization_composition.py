@@ -474,11 +474,11 @@ plt.show()
 # %% mystnb={"figure": {"caption": "Scaled sums a·θ(EN→FR) + b·θ(M→F) on the composed test pairs, mean over the seeds whose component vectors trained: first-token accuracy (top) and share of pairs whose most probable form is the French feminine (bottom), in %.", "name": "ch06-fig-composition-grid"}}
 grid = pd.DataFrame([{"a": g["a"], "b": g["b"], "accuracy": 100 * g["accuracy"],
                       "fem": 100 * g["form_choice"]["french_fem"]} for r in sum_seeds for g in r["grid"]])
-fig, axes = plt.subplots(2, 1, figsize=(6, 9))
+fig, axes = plt.subplots(2, 1, figsize=(7.5, 9))
 for ax, col, title in ((axes[0], "accuracy", "first-token accuracy (%)"), (axes[1], "fem", "French feminine chosen (%)")):
     g = grid.pivot_table(index="a", columns="b", values=col, aggfunc="mean") if len(grid) else pd.DataFrame()
     if len(g):
-        im = ax.imshow(g.values, cmap="viridis", vmin=0, vmax=100, origin="lower")
+        im = ax.imshow(g.values, cmap="viridis", vmin=0, vmax=100, origin="lower", aspect="auto")
         for i in range(g.shape[0]):
             for j in range(g.shape[1]):
                 ax.text(j, i, f"{g.values[i, j]:.0f}", ha="center", va="center", fontsize=9,

@@ -589,3 +589,39 @@ def test_interpretations_agree_with_the_recorded_verdicts(chapter: book.Chapter)
     sheet = json.loads((ROOT / book.CLAIMS_DIR / f"{chapter.name}.json").read_text(encoding="utf-8"))
     problems = interpretation_problems(nb, sheet, chapter.name)
     assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------ a figure cell shows its figure only
+
+def figure_output_problems(nb: dict, source: str = "chapter") -> list[str]:
+    """myst-nb wraps *every* output of a cell with figure metadata in a figure of the same name, so a table or
+    text printed by the figure cell becomes a second figure with a duplicate target (a strict build fails):
+    each figure cell must have exactly one output, an image."""
+    problems = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code" or not figure_options(cell):
+            continue
+        outs = cell.get("outputs", [])
+        images = [o for o in outs if any(m in o.get("data", {}) for m in IMAGE_MIMES)]
+        if len(outs) != 1 or len(images) != 1:
+            kinds = [sorted(k for k in o.get("data", {}) if k != "text/plain") or [o.get("output_type")] for o in outs]
+            problems.append(f"{source}: figure cell {i} ({figure_options(cell).get('name')}) has outputs {kinds}; "
+                            "it must show its one image only (move tables and text to the next cell)")
+    return problems
+
+
+def test_figure_output_check_catches_a_table_in_a_figure_cell() -> None:
+    image = {"output_type": "display_data", "data": {"image/png": "x", "text/plain": "<Figure>"}}
+    table = {"output_type": "display_data", "data": {"text/html": "<table/>", "text/plain": "df"}}
+    cell = {"cell_type": "code", "metadata": {"mystnb": {"figure": {"caption": "c", "name": "ch01-fig-x"}}},
+            "outputs": [image]}
+    assert figure_output_problems({"cells": [cell]}) == []
+    assert figure_output_problems({"cells": [dict(cell, outputs=[image, table])]})
+    assert figure_output_problems({"cells": [dict(cell, outputs=[])]})
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=IDS)
+def test_executed_figure_cells_show_one_image(chapter: book.Chapter) -> None:
+    skip_if_stale(chapter.name)
+    problems = figure_output_problems(json.loads(chapter.ipynb.read_text(encoding="utf-8")), chapter.name)
+    assert not problems, "\n".join(problems)
