@@ -607,6 +607,9 @@ claim_comp = Claim(
          "no seed with both component LTVs trained",
     rule=rule_comp,
     intervals=comp_intervals,
+    # the training seeds behind the verdict are the sum's (zero-shot is deterministic: its one "seed" in the
+    # paired difference does not mean the verdict rests on one training run)
+    seeds=len(sum_seeds) or None,
     evidence="ch06-composition",
     evidence_title="the composition section",
 )
