@@ -686,6 +686,7 @@ def build(
     *,
     force: bool = False,
     html: bool = True,
+    keep_going: bool = False,
 ) -> Path:
     """Execute the selected chapters, then build HTML.
 
@@ -696,6 +697,8 @@ def build(
         prefixes: chapter-name prefixes to execute (all if empty).
         force: re-execute chapters whose stamp matches.
         html: run ``jupyter-book build`` afterwards.
+        keep_going: after a chapter fails, report it and execute the others (a long build is not lost to one
+            failure); the build still ends with an error naming every failed chapter, and renders no HTML.
 
     Returns:
         The book root that was built (``root`` or the staging dir).
@@ -720,6 +723,7 @@ def build(
 
     kernel_name: str | None = None
     total = 0.0
+    failed: list[str] = []
     for chapter in execution_order(chapters, selected):
         target = book_root / f"{chapter.docname}.ipynb"
         # computed only now: a RUN_LAST chapter reads the results the chapters before it just wrote
@@ -740,10 +744,16 @@ def build(
                 stamp=stamp,
             )
         except ChapterError as exc:
-            raise SystemExit(f"[ltv-book] ERROR {exc}") from exc
+            if not keep_going:
+                raise SystemExit(f"[ltv-book] ERROR {exc}") from exc
+            print(f"[ltv-book] ERROR {exc}\n[ltv-book] {chapter.name}: failed; going on (--keep-going)", flush=True)
+            failed.append(chapter.name)
+            continue
         total += seconds
         print(f"[ltv-book] {chapter.name}: {seconds:.1f} s", flush=True)
     print(f"[ltv-book] executed in {total:.1f} s total", flush=True)
+    if failed:
+        raise SystemExit(f"[ltv-book] ERROR {len(failed)} chapter(s) failed: {' '.join(failed)} (no HTML rendered)")
 
     if html:
         missing = [c for c in chapters if not (book_root / f"{c.docname}.ipynb").exists()]
@@ -778,6 +788,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     b.add_argument("--chapters", nargs="+", metavar="PREFIX", help="e.g. 00 03_icl")
     b.add_argument("--no-html", action="store_true", help="execute only")
     b.add_argument("--force", action="store_true", help="re-execute even if up to date")
+    b.add_argument("--keep-going", action="store_true",
+                   help="after a chapter fails, execute the others; exit with an error naming the failed ones")
     b.add_argument(
         "-p",
         "--param",
@@ -808,7 +820,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, value in args.param:
         params[key] = parse_value(value)
     t0 = time.perf_counter()
-    build(root, params, args.chapters, force=args.force, html=not args.no_html)
+    build(root, params, args.chapters, force=args.force, html=not args.no_html, keep_going=args.keep_going)
     print(f"[ltv-book] done in {time.perf_counter() - t0:.1f} s")
     return 0
 

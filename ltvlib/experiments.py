@@ -164,7 +164,7 @@ def task_contrast(
 
     Returns:
         An :class:`~ltvlib.stats.Estimate`: value the exact weighted average, ``n`` the test queries of all tasks,
-        ``seeds`` the fewest seeds of any term, method ``"stratified bootstrap"``.
+        ``seeds`` the most seeds of any term (a deterministic method counts 1), method ``"stratified bootstrap"``.
     """
     if not terms:
         raise ValueError("task_contrast: give at least one task")
@@ -186,7 +186,7 @@ def task_contrast(
         n += queries.pop()
         seeds += [m.shape[0] for m in mats]
     lo, hi = _percentiles(draws, confidence)
-    return Estimate(value, min(lo, value), max(hi, value), n=n, seeds=min(seeds), confidence=confidence,
+    return Estimate(value, min(lo, value), max(hi, value), n=n, seeds=max(seeds), confidence=confidence,
                     method="stratified bootstrap", resamples=int(n_resamples), difference=difference)
 
 

@@ -342,7 +342,8 @@ class Claim:
         intervals: the numbers the verdict rests on, name -> :class:`~ltvlib.stats.Estimate` (a mapping or
             ``(name, Estimate)`` pairs), e.g. ``{"LTV − FV": paired_bootstrap_difference(ltv, fv)}``.
         n: test queries behind the verdict; default the smallest ``n`` of ``intervals``.
-        seeds: training seeds behind the verdict; default the smallest ``seeds`` of ``intervals``.
+        seeds: training seeds behind the verdict; default the largest ``seeds`` of ``intervals`` (the trained
+            method's; a deterministic baseline beside it counts 1).
     """
 
     paper_claim: int
@@ -403,7 +404,7 @@ class Claim:
         if len({str(name) for name, _ in named}) != len(named):
             raise ValueError(f"claim {key!r}: duplicate interval names {[name for name, _ in named]}")
         n = min((e.n for _, e in named), default=None) if n is None else n
-        seeds = min((e.seeds for _, e in named), default=None) if seeds is None else seeds
+        seeds = max((e.seeds for _, e in named), default=None) if seeds is None else seeds
         for name, count in (("n", n), ("seeds", seeds)):
             if count is not None and (isinstance(count, bool) or int(count) != count or count < 1):
                 raise ValueError(f"claim {key!r}: {name} must be a positive integer, got {count!r}")

@@ -271,7 +271,8 @@ def paired_bootstrap_difference(
 
     Returns:
         An :class:`Estimate` of the difference (``difference=True``), method ``"paired bootstrap"``;
-        ``seeds`` is the smaller of the two methods' seed counts.
+        ``seeds`` is the larger of the two methods' seed counts: the difference between an LTV trained with
+        3 seeds and a deterministic method (one "seed") rests on the LTV's 3 seeds.
     """
     _check_resamples(n_resamples)
     ma, mb = _as_matrix(a, "a"), _as_matrix(b, "b")
@@ -280,7 +281,7 @@ def paired_bootstrap_difference(
     da, db = _resampled_means([ma, mb], int(n_resamples), np.random.default_rng(seed))
     lo, hi = _percentiles(da - db, confidence)
     value = float(ma.mean() - mb.mean())
-    return Estimate(value, min(lo, value), max(hi, value), n=ma.shape[1], seeds=min(ma.shape[0], mb.shape[0]),
+    return Estimate(value, min(lo, value), max(hi, value), n=ma.shape[1], seeds=max(ma.shape[0], mb.shape[0]),
                     confidence=confidence, method="paired bootstrap", resamples=int(n_resamples), difference=True)
 
 

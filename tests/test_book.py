@@ -198,6 +198,25 @@ def test_failing_chapter_keeps_good_notebook(tmp_path: Path) -> None:
     assert (root / "_build" / "executing" / "03_bad.ipynb").exists()  # partial kept for debugging
 
 
+def test_keep_going_executes_the_chapters_after_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_book(tmp_path, {"format": "jb-book", "root": "intro",
+                                 "chapters": [{"file": "chapters/01_bad"}, {"file": "chapters/02_good"}]})
+    bad, good = book.read_chapters(root)
+    bad.py.parent.mkdir(parents=True)
+    bad.py.write_text(DUMMY + '\n# %%\nraise ValueError("broken on purpose")\n')
+    good.py.write_text(DUMMY)
+    p = params(profile="smoke")
+    # without the flag the first failure stops the build: the good chapter is never run
+    with pytest.raises(SystemExit, match="01_bad"):
+        book.build(root, p, html=False)
+    stage = book.staging_dir(root, p)
+    assert not (stage / "chapters" / "02_good.ipynb").exists()
+    with pytest.raises(SystemExit, match=r"1 chapter\(s\) failed: 01_bad"):
+        book.build(root, p, html=False, keep_going=True)
+    assert (stage / "chapters" / "02_good.ipynb").exists()
+    assert "01_bad: failed; going on" in capsys.readouterr().out
+
+
 def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_book(tmp_path)
     assert book.main(["--root", str(root), "list"]) == 0

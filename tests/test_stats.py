@@ -182,3 +182,13 @@ def test_torch_input_is_accepted():
 def test_bootstrap_rejects_bad_input(a, b, kw, match):
     with pytest.raises(ValueError, match=match):
         paired_bootstrap_difference(np.array(a), np.array(b), **kw)
+
+
+def test_paired_difference_counts_the_seeds_of_the_seeded_side():
+    # an LTV with 3 seeds against a deterministic baseline: the difference rests on 3 seeds, either order
+    rng = np.random.default_rng(5)
+    ltv = np.stack([_bern(rng, 0.6, (150,)) for _ in range(3)])
+    fv = _bern(rng, 0.3, (150,))
+    assert paired_bootstrap_difference(ltv, fv).seeds == 3
+    assert paired_bootstrap_difference(fv, ltv).seeds == 3
+    assert paired_bootstrap_difference(fv, fv).seeds == 1
