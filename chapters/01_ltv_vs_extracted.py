@@ -453,6 +453,7 @@ claim_every = Claim(
           f"({', '.join(held) or 'none'}; tasks {', '.join(sweep_tasks)})") if layer_parts
     else "no LTV layer sweep in this profile",
     rule=every_rule, intervals=layer_intervals,
+    seeds=1,  # the sweep's LTVs away from the middle layer have one seed (the middle layer's three are in its intervals)
     evidence="ch01-table-layers", evidence_title="the per-layer table",
 )
 
@@ -460,8 +461,9 @@ late_tasks = [t for t in sweep_tasks if all((t, l) in ltv for l in (*late, mid))
 if late and late_tasks:
     d_gap = gap_change(ltv, extracted, late_tasks, late, mid, seed=seed)
     late_rule, late_intervals = direction(d_gap), {"late-layer lead − middle-layer lead": d_gap}
-    late_ours = (f"the LTV's lead over the strongest extracted vector is {format_estimate(d_gap)} larger at layers "
-                 f"{', '.join(map(str, late))} than at layer {mid} ({', '.join(late_tasks)})")
+    late_ours = (f"the LTV's lead over the strongest extracted vector at layers {', '.join(map(str, late))} minus "
+                 f"its lead at layer {mid}: {format_estimate(d_gap)} (above 0: the lead grows late; "
+                 f"{', '.join(late_tasks)})")
 else:
     d_gap = None
     late_rule = not_testable("no task has a trained LTV at the late layers and the middle layer in this profile")
@@ -471,6 +473,7 @@ claim_late = Claim(
     statement="The LTV's lead over extracted vectors is largest at late layers, where extracted vectors collapse.",
     paper="gap largest at late layers (Llama-3.1-8B, Figure 2; numbers not in our sources)",
     ours=late_ours, rule=late_rule, intervals=late_intervals,
+    seeds=1,  # the late layers' LTVs have one seed
     evidence="ch01-table-layers", evidence_title="the per-layer table",
 )
 

@@ -611,6 +611,7 @@ for s in settings[1:]:
         ours=ours,
         rule=rule,
         intervals=intervals,
+        seeds=len(other_seeds),  # the column's LTVs; the baseline's seeds are counted in its own interval
         note=coverage_note(numbers[s.name]),
         evidence="ch02-table1",
         evidence_title="Table 2.1 (the measured Table 1)",
@@ -629,6 +630,7 @@ if late:
         ours=f"{ours} at layers {late_layers_text}",
         rule=rule,
         intervals=intervals,
+        seeds=len(other_seeds),
         note=coverage_note(numbers["late-layers"]),
         evidence="ch02-verdicts",
         evidence_title="the verdict table (late layers)",

@@ -652,6 +652,7 @@ claim_key = Claim(
          + f" ({', '.join(plan['key_heads'])})" if key_gaps else "no LTV trained",
     rule=combine_rule(key_parts),
     intervals={f"{m}: random − key heads zeroed": g for m, g in key_gaps.items()},
+    seeds=1,  # one LTV per model; the random head sets are counted in their own intervals
     evidence="ch08-fig-key-heads",
     evidence_title="Figure 8.4",
 )
