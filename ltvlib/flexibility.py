@@ -223,15 +223,6 @@ def profile_vanilla_tv_task_template(lm: Any, task: str, profile: Profile, *, se
     return profile_vanilla_tv(lm, task, profile, config=config, seed=seed, select_layers=candidates)
 
 
-SHORT_PROMPT_TASKS: tuple[str, ...] = ("capital", "capitalize", "antonym", "trec")
-"""The paper's tasks whose zero-shot prompts are short on SmolLM2 (6-17 tokens, against 28 for SST-2, 39 for SNLI
-and 82 for RTE): the tasks of the ``cpu`` profile's dear columns."""
-
-CPU_CHEAP_TASKS: tuple[str, ...] = ("capital", "capitalize", "antonym", "sst2", "trec")
-"""The tasks of the ``cpu`` profile's cheap columns (every 4th layer, last five positions, the last layer): the
-short-prompt ones and SST-2, the cheapest of the three long-prompt tasks."""
-
-
 @dataclass(frozen=True)
 class FlexSizes:
     """What the flexibility chapter covers in one profile.
@@ -281,51 +272,26 @@ class FlexSizes:
         return pool if sub is None else tuple(t for t in pool if t in sub)
 
 
-_DEAR_COLUMNS = ("position4", "layers_x_positions", "icl8")
-_CHEAP_COLUMNS = ("last5", "every4", "late29")
-
 FLEX_SIZES: dict[str, FlexSizes] = {
     "smoke": FlexSizes(tasks=("antonym", "sst2"), icl_shots=2, n_late=1, layer_steps=(4,),
                        setting_tasks={n: ("antonym",) for n in ("position4", "layers_x_positions", "icl2")}),
-    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), n_test=100,
-                     setting_tasks={**{n: SHORT_PROMPT_TASKS for n in _DEAR_COLUMNS},
-                                    **{n: CPU_CHEAP_TASKS for n in _CHEAP_COLUMNS}}),
+    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), n_test=100),
     "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, seeds=(0, 1, 2)),
 }
 """Per profile. ``paper``: the seven tasks in every column, three seeds each, every layer of the last quarter and
-the text-only "every second layer" setting. ``smoke``: the code paths only (Antonym and SST-2, the dear columns
-on Antonym alone). ``cpu`` (about 25 minutes of two CPU cores, chapters 00 and 01 cached): the baseline on the
-seven tasks with the three seeds chapter 00 trains (shared cache: no new training); one seed in every other
-column; the dear columns (P={4}, multi-layer + multi-position, 8-shot ICL) on the four short-prompt tasks
-(:data:`SHORT_PROMPT_TASKS`); the cheap ones (last five positions, every 4th layer, the last layer 29) on those
-and SST-2 (:data:`CPU_CHEAP_TASKS`); 100 test queries per task (Capital: 50), the same in every column. Each
-column is compared with the baseline over its own tasks.
+the text-only "every second layer" setting. ``cpu``: the seven tasks in every column of Table 1 and in the
+last-layer column; the baseline column with the three seeds chapter 00 trains (shared cache: no new training),
+one seed in every other column (42 LTVs); 100 test queries per task (Capital: 50), the same in every column;
+the table's every-4th-layer column and layer 29 only. ``smoke``: the code paths only (Antonym and SST-2, the
+dear columns on Antonym alone).
 
-Why, from measured costs (CPU seconds of one LTV's training on one thread, machine shared with other jobs; each
-line one process, the settings in the order given, so later ones may find the prompts' cached states):
-
-- SST-2 (28-token prompts, 22.6k train and validation prompt tokens): baseline 95, P={4} 240, 8-shot 150,
-  multi-layer + multi-position 154, every 4th layer 67 (stopped early), last five 55; one evaluation pass of
-  200 queries 5-32;
-- TREC (13-17 tokens, 3.5k): baseline 26, P={4} 78, 8-shot 42, multi-layer + multi-position 73; evaluation
-  pass 7-16;
-- Antonym (6 tokens, 4.8k): baseline 38, P={4} 38, 8-shot 64, multi-layer + multi-position 88; evaluation
-  pass 5-11;
-- RTE (82 tokens, 65.6k), cold: every 4th layer 198 (stopped early, 24 steps), last five 248 (32 steps),
-  layer 29 90 (24 steps); one evaluation pass 44-47.
-
-Cost follows the tokens a column recomputes: P={4} is dear on long prompts only (Antonym's costs what its
-baseline does), and a long-prompt task is dear in every column. Estimate of the ``cpu`` plan, cold, chapters
-00 and 01 cached (unmeasured pairs scaled from measured ones: a short task's every-4th-layer LTV at 0.75 of
-its multi-layer + multi-position one, its last-five one at its baseline's cost, Capitalize at 0.8 and Capital
-at 0.45 of Antonym by prompts and tokens; SST-2's cheap columns at their measured cost, layer 29 at the
-last-five one's, plus two cold prompt passes, 40 s from block 15 and 80 s from block 0; a column's
-evaluation, five to six passes of 100 queries over one prompt cache, at 1.1 single passes of 200): the four
-short tasks' five new columns about 15.5 minutes (TREC 4.6, Antonym 4.9, Capitalize 3.9, Capital 2.2; their layer-29 LTVs are chapter 01's), SST-2's
-three cheap columns about 5, the 34 task-column evaluations about 6, loading half a minute: **about 27
-minutes**. Without SST-2 in the cheap columns (``CPU_CHEAP_TASKS = SHORT_PROMPT_TASKS``) about 21. The cheap
-columns on SNLI would add about 6 minutes and on RTE about 11; every column on all seven tasks (42 LTVs) well
-over an hour; three seeds per column about three times the training part."""
+Why one seed outside the baseline in ``cpu``: an LTV's cost grows with the prompt tokens it recomputes
+(Capital, Capitalize, Antonym and TREC have 6-17-token zero-shot prompts on SmolLM2, SST-2 28, SNLI 39, RTE 82).
+Measured in the session-8 cold build (seconds of one LTV on two cores, the prompts' cached states shared within
+a task): the four short tasks' new columns 28-86 s each, SST-2's 13-71 s, the middle-layer RTE LTV 134 s cold;
+the new columns on SNLI and RTE were estimated at about 9 and 20 minutes, SST-2's three dear columns at about
+5. Three seeds in every column would triple the training part of the chapter (above an hour), past the
+``cpu`` book's budget of 150 minutes; the ``paper`` profile has them."""
 
 
 def flex_sizes(profile: Profile) -> FlexSizes:
