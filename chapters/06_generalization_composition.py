@@ -346,7 +346,8 @@ if nli:
 
     rte_cells = {
         "SNLI LTV on RTE (ours)": wilson(cell.correct) if snli_ok else None,
-        f"random vectors of the SNLI LTV's norm ({sizes.control_draws} draws)": seed_interval([d["correct"] for d in rand]),
+        f"random vectors of the SNLI LTV's norm ({sizes.control_draws} draws)": seed_interval([d["correct"] for d in rand],
+                                                                                                   rows="draws"),
         f"best other foreign LTV on RTE ({best_other})": wilson(other_cell.correct) if best_other else None,
         "RTE zero-shot": Proportion(int(round(zero["rte"]["accuracy"] * zero["rte"]["n"])), zero["rte"]["n"]).estimate(),
         "RTE's own LTV": wilson(own_cell.correct) if all_ltvs[("rte", s0)].trained is True else None,
@@ -355,7 +356,7 @@ if nli:
     lab_cells = {
         "SNLI LTV on RTE (ours)": wilson(cell.label_correct) if snli_ok else None,
         f"random vectors of the SNLI LTV's norm ({sizes.control_draws} draws)": seed_interval(
-            [d["label_correct"] for d in rand]),
+            [d["label_correct"] for d in rand], rows="draws"),
     }
     display(pd.DataFrame({
         "accuracy": {k: format_estimate(v, bounds=True) if v is not None else "did not train" for k, v in rte_cells.items()},
@@ -557,7 +558,7 @@ if rest:
     transfer_intervals["pooled accuracy of the other foreign vectors"] = pooled
 if snli_ok:
     snli_c = np.array(cell.correct)
-    d_rand = paired_bootstrap_difference(snli_c, np.array([d["correct"] for d in rand]))
+    d_rand = paired_bootstrap_difference(snli_c, np.array([d["correct"] for d in rand]), rows=("auto", "draws"))
     transfer_parts["SNLI → RTE above random vectors of its norm"] = direction_rule(d_rand.value, d_rand.interval)
     transfer_intervals["SNLI → RTE accuracy"] = rte_cells["SNLI LTV on RTE (ours)"]
     transfer_intervals["SNLI − random vectors"] = d_rand
@@ -576,7 +577,6 @@ claim_transfer = Claim(
     ours="; ".join(f"{k} {format_estimate(v, bounds=True)}" for k, v in transfer_intervals.items()) or "not measured",
     rule=rule_transfer,
     intervals=transfer_intervals if snli_ok else {},
-    seeds=1,  # one SNLI LTV (training seed `seed`); the random vectors' draws are counted in their own interval
     evidence="ch06-snli-rte",
     evidence_title="the SNLI → RTE section",
 )
@@ -608,9 +608,6 @@ claim_comp = Claim(
          "no seed with both component LTVs trained",
     rule=rule_comp,
     intervals=comp_intervals,
-    # the training seeds behind the verdict are the sum's (zero-shot is deterministic: its one "seed" in the
-    # paired difference does not mean the verdict rests on one training run)
-    seeds=len(sum_seeds) or None,
     evidence="ch06-composition",
     evidence_title="the composition section",
 )
