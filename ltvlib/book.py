@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import yaml
 
@@ -369,7 +369,7 @@ class PeakMemory:
             if self._stop.wait(self.interval):
                 return
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> PeakMemory:  # noqa: PYI034 (typing.Self needs Python 3.11; we support 3.10)
         self._thread = threading.Thread(target=self._sample, name="ltv-book-peak-memory", daemon=True)
         self._thread.start()
         return self
