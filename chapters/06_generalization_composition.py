@@ -438,7 +438,16 @@ def matrix(name, score="correct"):
     return np.array([r["methods"][name][score] for r in recs]) if recs else None
 
 
-ests = {name: {score: (seed_interval(matrix(name, score)) if matrix(name, score) is not None else None)
+def rows_of(name):
+    """What a method's rows are: the LTVs' training seeds; for ICL and the random control, draws (each seed draws
+    its own demonstrations or random vector), which are not training seeds (`ltvlib.stats.ROW_KINDS`)."""
+    if name.endswith("ICL") or name.startswith("random"):
+        return "draws"
+    return "auto" if name == "zero-shot" else "seeds"
+
+
+ests = {name: {score: (seed_interval(matrix(name, score), rows=rows_of(name)) if matrix(name, score) is not None
+                       else None)
                for score in ("correct", "french_fem")} for name in method_names}
 comp_rows = []
 for name in method_names:
@@ -591,7 +600,7 @@ if sum_seeds:
                          ("a random vector of its norm", "random (norm of the sum)")):
         if other is None:
             continue
-        d = paired_bootstrap_difference(M_sum, matrix(other))
+        d = paired_bootstrap_difference(M_sum, matrix(other), rows=("seeds", rows_of(other)))
         comp_parts[f"sum above {label}"] = direction_rule(d.value, d.interval)
         comp_intervals[f"sum − {other}"] = d
     rule_comp = combine_rule(comp_parts)
