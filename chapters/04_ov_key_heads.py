@@ -242,7 +242,7 @@ if deciding:
     rand = pooled(lambda t: [d["accuracy"]["correct"] for d in ovc[t]["draws"]], deciding)
     ov_parts = {
         "θ_OV − zero-shot": paired_bootstrap_difference(c["ov_raw"], c["zero_shot"]),
-        "θ_OV(LTV) − θ_OV(random)": paired_bootstrap_difference(c["ov_raw"][None], rand),
+        "θ_OV(LTV) − θ_OV(random)": paired_bootstrap_difference(c["ov_raw"][None], rand, rows=("auto", "draws")),
         "θ_OV − MLP control": paired_bootstrap_difference(c["ov_raw"], c["mlp"]),
     }
     share = gain_share(c["ov_raw"], c["ltv"], c["zero_shot"])
@@ -257,7 +257,8 @@ if deciding:
     rand_l = pooled(lambda t: [d["label_accuracy"]["correct"] for d in ovc[t]["draws"]], deciding)
     ov_intervals |= {
         "θ_OV − zero-shot (label words, not deciding)": paired_bootstrap_difference(cl["ov_raw"], cl["zero_shot"]),
-        "θ_OV(LTV) − θ_OV(random) (label words, not deciding)": paired_bootstrap_difference(cl["ov_raw"][None], rand_l),
+        "θ_OV(LTV) − θ_OV(random) (label words, not deciding)": paired_bootstrap_difference(cl["ov_raw"][None], rand_l,
+                                                                                             rows=("auto", "draws")),
         "θ_OV − MLP control (label words, not deciding)": paired_bootstrap_difference(cl["ov_raw"], cl["mlp"]),
     }
     ov_acc = {k: Estimate(v.mean(), *wilson_interval(int(v.sum()), len(v)), n=len(v)) for k, v in c.items()}
@@ -360,7 +361,7 @@ if deciding:
     key_c = pooled(lambda t: kh[t]["key_correct"]["zero"]["full"], deciding)
     rnd_c = pooled(lambda t: [d["full"] for d in kh[t]["random_correct"]["zero"]], deciding)
     ltv_c = pooled(lambda t: kh[t]["correct"]["full"], deciding)
-    key_gap = paired_bootstrap_difference(rnd_c, key_c[None])  # random-head ablation minus key-head ablation
+    key_gap = paired_bootstrap_difference(rnd_c, key_c[None], rows=("draws", "auto"))  # random-head ablation minus key-head ablation
     key_drop = paired_bootstrap_difference(ltv_c, key_c)
     key_rule = direction_rule(key_gap.value, key_gap.interval, +1)
     # mean-ablation keeps each head's average output and removes only what varies with the query: shown and
@@ -368,7 +369,8 @@ if deciding:
     key_m = pooled(lambda t: kh[t]["key_correct"]["mean"]["full"], deciding)
     rnd_m = pooled(lambda t: [d["full"] for d in kh[t]["random_correct"]["mean"]], deciding)
     key_intervals = {"random-head minus key-head ablation (zero)": key_gap, "LTV minus key-head ablation": key_drop,
-                     "random-head minus key-head ablation (mean, not deciding)": paired_bootstrap_difference(rnd_m, key_m[None])}
+                     "random-head minus key-head ablation (mean, not deciding)": paired_bootstrap_difference(
+                         rnd_m, key_m[None], rows=("draws", "auto"))}
 else:
     key_rule = not_testable("no label-space task's LTV trained at the middle layer")
     key_intervals = {}
@@ -582,8 +584,6 @@ claims = [
               f"{est_text(ov_acc.get('zero_shot'))}; θ_OV − random vectors' θ_OV "
               f"{est_text(ov_intervals.get('θ_OV(LTV) − θ_OV(random)'))}" if deciding else "no label-space LTV trained"),
         rule=ov_rule, intervals=ov_intervals, evidence="ch04-fig-ov", evidence_title="Figure 4.1",
-        # one LTV per task (training seed `seed`); the random vectors' draws are counted in their own interval
-        seeds=1,
         note=f"decided on: {dec_text} (whole-vocabulary accuracy); open-vocabulary tasks shown beside",
     ),
     Claim(
@@ -594,7 +594,6 @@ claims = [
               f"{est_text(key_intervals.get('random-head minus key-head ablation (zero)'))}; LTV minus key-head "
               f"{est_text(key_intervals.get('LTV minus key-head ablation'))}" if deciding else "no label-space LTV trained"),
         rule=key_rule, intervals=key_intervals, evidence="ch04-fig-ablation", evidence_title="Figure 4.2",
-        seeds=1,  # one LTV per task; the random head sets are counted in their own interval
         note=f"decided on: {dec_text}; key heads = top 10 % of all heads; {n_random} random head sets per task",
     ),
     Claim(

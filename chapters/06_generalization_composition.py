@@ -346,7 +346,8 @@ if nli:
 
     rte_cells = {
         "SNLI LTV on RTE (ours)": wilson(cell.correct) if snli_ok else None,
-        f"random vectors of the SNLI LTV's norm ({sizes.control_draws} draws)": seed_interval([d["correct"] for d in rand]),
+        f"random vectors of the SNLI LTV's norm ({sizes.control_draws} draws)": seed_interval([d["correct"] for d in rand],
+                                                                                                   rows="draws"),
         f"best other foreign LTV on RTE ({best_other})": wilson(other_cell.correct) if best_other else None,
         "RTE zero-shot": Proportion(int(round(zero["rte"]["accuracy"] * zero["rte"]["n"])), zero["rte"]["n"]).estimate(),
         "RTE's own LTV": wilson(own_cell.correct) if all_ltvs[("rte", s0)].trained is True else None,
@@ -355,7 +356,7 @@ if nli:
     lab_cells = {
         "SNLI LTV on RTE (ours)": wilson(cell.label_correct) if snli_ok else None,
         f"random vectors of the SNLI LTV's norm ({sizes.control_draws} draws)": seed_interval(
-            [d["label_correct"] for d in rand]),
+            [d["label_correct"] for d in rand], rows="draws"),
     }
     display(pd.DataFrame({
         "accuracy": {k: format_estimate(v, bounds=True) if v is not None else "did not train" for k, v in rte_cells.items()},
@@ -437,7 +438,16 @@ def matrix(name, score="correct"):
     return np.array([r["methods"][name][score] for r in recs]) if recs else None
 
 
-ests = {name: {score: (seed_interval(matrix(name, score)) if matrix(name, score) is not None else None)
+def rows_of(name):
+    """What a method's rows are: the LTVs' training seeds; for ICL and the random control, draws (each seed draws
+    its own demonstrations or random vector), which are not training seeds (`ltvlib.stats.ROW_KINDS`)."""
+    if name.endswith("ICL") or name.startswith("random"):
+        return "draws"
+    return "auto" if name == "zero-shot" else "seeds"
+
+
+ests = {name: {score: (seed_interval(matrix(name, score), rows=rows_of(name)) if matrix(name, score) is not None
+                       else None)
                for score in ("correct", "french_fem")} for name in method_names}
 comp_rows = []
 for name in method_names:
@@ -557,7 +567,7 @@ if rest:
     transfer_intervals["pooled accuracy of the other foreign vectors"] = pooled
 if snli_ok:
     snli_c = np.array(cell.correct)
-    d_rand = paired_bootstrap_difference(snli_c, np.array([d["correct"] for d in rand]))
+    d_rand = paired_bootstrap_difference(snli_c, np.array([d["correct"] for d in rand]), rows=("auto", "draws"))
     transfer_parts["SNLI → RTE above random vectors of its norm"] = direction_rule(d_rand.value, d_rand.interval)
     transfer_intervals["SNLI → RTE accuracy"] = rte_cells["SNLI LTV on RTE (ours)"]
     transfer_intervals["SNLI − random vectors"] = d_rand
@@ -576,7 +586,6 @@ claim_transfer = Claim(
     ours="; ".join(f"{k} {format_estimate(v, bounds=True)}" for k, v in transfer_intervals.items()) or "not measured",
     rule=rule_transfer,
     intervals=transfer_intervals if snli_ok else {},
-    seeds=1,  # one SNLI LTV (training seed `seed`); the random vectors' draws are counted in their own interval
     evidence="ch06-snli-rte",
     evidence_title="the SNLI → RTE section",
 )
@@ -591,7 +600,7 @@ if sum_seeds:
                          ("a random vector of its norm", "random (norm of the sum)")):
         if other is None:
             continue
-        d = paired_bootstrap_difference(M_sum, matrix(other))
+        d = paired_bootstrap_difference(M_sum, matrix(other), rows=("seeds", rows_of(other)))
         comp_parts[f"sum above {label}"] = direction_rule(d.value, d.interval)
         comp_intervals[f"sum − {other}"] = d
     rule_comp = combine_rule(comp_parts)
@@ -608,9 +617,6 @@ claim_comp = Claim(
          "no seed with both component LTVs trained",
     rule=rule_comp,
     intervals=comp_intervals,
-    # the training seeds behind the verdict are the sum's (zero-shot is deterministic: its one "seed" in the
-    # paired difference does not mean the verdict rests on one training run)
-    seeds=len(sum_seeds) or None,
     evidence="ch06-composition",
     evidence_title="the composition section",
 )

@@ -440,7 +440,6 @@ claim_ex = Claim(
           if ltv_ok else "the LTV did not train"),
     rule=rule_ex,
     intervals=intervals_ex if ltv_ok else {},
-    seeds=1,  # one LTV per direction; the random vectors' draws are counted in their own interval
     evidence="ch07-steering",
     evidence_title="the steering table",
 )

@@ -33,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -332,6 +333,53 @@ def load_source(chapter: Chapter) -> Any:
     return nb
 
 
+RUN_KEY = "ltvbook_run"
+"""Notebook metadata of the run that produced it: ``{"seconds", "peak_rss_bytes"}`` (not part of the stamp)."""
+
+
+class PeakMemory:
+    """The peak resident memory of this process's children (a chapter's kernel and what it starts), summed over
+    them, sampled every ``interval`` seconds while the ``with`` block runs.
+
+    ``peak_bytes`` is 0 where ``psutil`` is missing or no child was ever seen. Sampling misses a spike shorter
+    than ``interval``; a chapter's memory grows with what it keeps (models, prompt caches), so the peak of a
+    run lasting minutes is what this measures.
+    """
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        try:
+            import psutil
+        except ImportError:  # a measurement only: the build runs without it
+            return
+        me = psutil.Process()
+        while True:
+            total = 0
+            for child in me.children(recursive=True):
+                try:
+                    total += child.memory_info().rss
+                except psutil.Error:  # a child that ended between listing and reading
+                    pass
+            self.peak_bytes = max(self.peak_bytes, total)
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> PeakMemory:  # noqa: PYI034 (typing.Self needs Python 3.11; we support 3.10)
+        self._thread = threading.Thread(target=self._sample, name="ltv-book-peak-memory", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+
+
 def execute_chapter(
     chapter: Chapter,
     params: dict[str, Any],
@@ -388,16 +436,18 @@ def execute_chapter(
     # the kernel inherits this process's environment when papermill starts it
     previous_root = os.environ.get(BOOK_ROOT_ENV)
     os.environ[BOOK_ROOT_ENV] = str((book_root or claims_root(chapter.root, params)).resolve())
+    memory = PeakMemory()
     try:
-        pm.execute_notebook(
-            nb,
-            str(scratch),
-            parameters=params,
-            kernel_name=kernel_name,
-            cwd=str(cwd),
-            log_output=True,
-            progress_bar=False,
-        )
+        with memory:
+            pm.execute_notebook(
+                nb,
+                str(scratch),
+                parameters=params,
+                kernel_name=kernel_name,
+                cwd=str(cwd),
+                log_output=True,
+                progress_bar=False,
+            )
     except pm.PapermillExecutionError as exc:
         raise ChapterError(
             f"chapter {chapter.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}\n"
@@ -413,6 +463,7 @@ def execute_chapter(
     elapsed = time.perf_counter() - start
     executed = nbformat.read(scratch, as_version=4)
     executed.metadata[STAMP_KEY] = json.loads(json.dumps(stamp, default=str))
+    executed.metadata[RUN_KEY] = {"seconds": round(elapsed, 1), "peak_rss_bytes": int(memory.peak_bytes)}
     # papermill records a NotebookNode input as the whole notebook; keep paths only
     pm_meta = executed.metadata.get("papermill", {})
     pm_meta["input_path"] = chapter.py.name
@@ -422,6 +473,17 @@ def execute_chapter(
     atomic_write_text(target, jupytext.writes(executed, fmt="ipynb"))
     scratch.unlink(missing_ok=True)
     return elapsed
+
+
+def run_record(ipynb: Path) -> dict[str, Any]:
+    """The :data:`RUN_KEY` metadata of an executed notebook (its time and the kernel's peak resident memory);
+    empty for a notebook without it (executed before it was recorded, or missing)."""
+    try:
+        meta = json.loads(ipynb.read_text()).get("metadata", {})
+    except (OSError, ValueError):
+        return {}
+    rec = meta.get(RUN_KEY, {})
+    return dict(rec) if isinstance(rec, dict) else {}
 
 
 # -------------------------------------------------------------------------- tidy
@@ -750,7 +812,8 @@ def build(
             failed.append(chapter.name)
             continue
         total += seconds
-        print(f"[ltv-book] {chapter.name}: {seconds:.1f} s", flush=True)
+        peak = run_record(target).get("peak_rss_bytes", 0)
+        print(f"[ltv-book] {chapter.name}: {seconds:.1f} s, peak kernel memory {peak / 2**30:.2f} GiB", flush=True)
     print(f"[ltv-book] executed in {total:.1f} s total", flush=True)
     if failed:
         raise SystemExit(f"[ltv-book] ERROR {len(failed)} chapter(s) failed: {' '.join(failed)} (no HTML rendered)")

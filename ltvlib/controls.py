@@ -214,11 +214,12 @@ def control_excess(
     ok = np.isfinite(s_own) & np.isfinite(s_ctrl)  # a resample of one repeated layer has no slope
     alpha = (1 - confidence) / 2
 
-    def est(value: float, boot: np.ndarray, diff: bool) -> Estimate:
+    def est(value: float, boot: np.ndarray, diff: bool, draws: int) -> Estimate:
         lo, hi = np.quantile(boot[ok], [alpha, 1 - alpha])
         return Estimate(value, min(float(lo), value), max(float(hi), value), n=k, seeds=1, confidence=confidence,
                         method=f"bootstrap over points and draws ({statistic})", resamples=int(ok.sum()),
-                        difference=diff)
+                        difference=diff, draws=draws)
 
-    return {"ltv": est(own_v, s_own, statistic == "slope"), "control": est(ctrl_v, s_ctrl, statistic == "slope"),
-            "excess": est(own_v - ctrl_v, s_own - s_ctrl, True), "n_draws": int(n_draws), "k": int(k)}
+    slope = statistic == "slope"
+    return {"ltv": est(own_v, s_own, slope, 0), "control": est(ctrl_v, s_ctrl, slope, int(n_draws)),
+            "excess": est(own_v - ctrl_v, s_own - s_ctrl, True, int(n_draws)), "n_draws": int(n_draws), "k": int(k)}

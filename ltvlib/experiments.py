@@ -20,7 +20,7 @@ from .cache import cached_json, task_key
 from .evaluate import EvalSet, evaluate
 from .ltv import LearnedTaskVector, cached_ltv
 from .profiles import Profile
-from .stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means
+from .stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
 from .tasks import TaskSplits, get_task, load_splits
 
 # Bumped when the stored records gain a field (2: per-query "correct"), so an older record is not read back.
@@ -146,7 +146,7 @@ def correct_matrix(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
 
 
 def task_contrast(
-    terms: Mapping[str, Sequence[tuple[float, Any]]],
+    terms: Mapping[str, Sequence[tuple[float, Any] | tuple[float, Any, str]]],
     *,
     difference: bool = True,
     n_resamples: int = DEFAULT_RESAMPLES,
@@ -156,15 +156,17 @@ def task_contrast(
     """The average over tasks of a weighted sum of methods' accuracies, with a stratified bootstrap interval.
 
     Args:
-        terms: task -> ``[(weight, correct), ...]``; ``correct`` is per-query correctness of one method on that
-            task, shape (queries,) or (seeds, queries), every method of a task on the same queries. E.g.
-            ``{t: [(1, ltv[t]), (-1, fv[t])]}`` is the task-average LTV minus FV.
+        terms: task -> ``[(weight, correct), ...]`` or ``[(weight, correct, rows), ...]``; ``correct`` is
+            per-query correctness of one method on that task, shape (queries,) or (seeds, queries), every method
+            of a task on the same queries; ``rows`` says what its rows are (:data:`ltvlib.stats.ROW_KINDS`,
+            default ``"auto"``). E.g. ``{t: [(1, ltv[t]), (-1, fv[t])]}`` is the task-average LTV minus FV.
         difference: the result is a difference (printed in points, with a sign).
         n_resamples, confidence, seed: as in :func:`ltvlib.stats.paired_bootstrap_difference`.
 
     Returns:
         An :class:`~ltvlib.stats.Estimate`: value the exact weighted average, ``n`` the test queries of all tasks,
-        ``seeds`` the most seeds of any term (a deterministic method counts 1), method ``"stratified bootstrap"``.
+        ``seeds`` and ``draws`` from :func:`ltvlib.stats.rows_summary` over every term of every task (a
+        deterministic method does not lower the seeds), method ``"stratified bootstrap"``.
     """
     if not terms:
         raise ValueError("task_contrast: give at least one task")
@@ -172,10 +174,12 @@ def task_contrast(
         raise ValueError(f"n_resamples must be an integer >= 100, got {n_resamples!r}")
     rng = np.random.default_rng(seed)
     draws = np.zeros(int(n_resamples))
-    value, n, seeds = 0.0, 0, []
-    for task, parts in terms.items():
-        if not parts:
+    value, n, sides = 0.0, 0, []
+    for task, raw_parts in terms.items():
+        if not raw_parts:
             raise ValueError(f"task_contrast: task {task!r} has no terms")
+        parts = [(p[0], p[1]) for p in raw_parts]
+        kinds = [p[2] if len(p) > 2 else "auto" for p in raw_parts]
         mats = [_as_matrix(c, f"{task} term {i}") for i, (_, c) in enumerate(parts)]
         queries = {m.shape[1] for m in mats}
         if len(queries) != 1:
@@ -184,10 +188,12 @@ def task_contrast(
         draws += sum(float(w) * d for (w, _), d in zip(parts, resampled)) / len(terms)
         value += sum(float(w) * float(m.mean()) for (w, _), m in zip(parts, mats)) / len(terms)
         n += queries.pop()
-        seeds += [m.shape[0] for m in mats]
+        sides += [(m.shape[0], k) for m, k in zip(mats, kinds)]
     lo, hi = _percentiles(draws, confidence)
-    return Estimate(value, min(lo, value), max(hi, value), n=n, seeds=max(seeds), confidence=confidence,
-                    method="stratified bootstrap", resamples=int(n_resamples), difference=difference)
+    n_seeds, n_draws = rows_summary(sides)
+    return Estimate(value, min(lo, value), max(hi, value), n=n, seeds=n_seeds, confidence=confidence,
+                    method="stratified bootstrap", resamples=int(n_resamples), difference=difference,
+                    draws=n_draws)
 
 
 def task_mean(correct: Mapping[str, Any], **kwargs: Any) -> Estimate:

@@ -287,9 +287,11 @@ def gap_change(
         raise ValueError("gap_change: give at least one late layer and one task")
     best = {l: strongest_extracted(extracted, tasks, l) for l in (*late, middle)}
     w = 1.0 / len(late)
+    # the LTV terms are trained vectors ("seeds" even with one row): a 1-seed late LTV against the middle
+    # layer's 3 seeds gives a 1-seed difference; the extracted vectors are deterministic
     terms = {
-        t: [*((w, ltv[t, l]) for l in late), *((-w, extracted[best[l], t, l]) for l in late),
-            (-1.0, ltv[t, middle]), (1.0, extracted[best[middle], t, middle])]
+        t: [*((w, ltv[t, l], "seeds") for l in late), *((-w, extracted[best[l], t, l]) for l in late),
+            (-1.0, ltv[t, middle], "seeds"), (1.0, extracted[best[middle], t, middle])]
         for t in tasks
     }
     return task_contrast(terms, difference=True, seed=seed)

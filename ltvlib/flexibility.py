@@ -434,6 +434,7 @@ def setting_result(
 def task_mean_contrast(
     a: Mapping[str, Any], b: Mapping[str, Any] | None = None, *, weight: float = 1.0,
     n_resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95, seed: int = 0,
+    rows: tuple[str, str] = ("auto", "auto"),
 ) -> Estimate:
     """The mean over tasks of ``a``'s accuracy, minus ``weight`` times ``b``'s, with a task-stratified paired
     bootstrap interval (:func:`ltvlib.experiments.task_contrast`).
@@ -443,16 +444,19 @@ def task_mean_contrast(
             the same tasks and, per task, the same queries as ``a``. Without ``b``: the mean of ``a`` alone.
         weight: ``b``'s factor: 1 for a difference, 0.9 for "``a`` keeps 90 % of ``b``".
         n_resamples, confidence, seed: the bootstrap's draws, level and own random seed.
+        rows: what the rows of ``a`` and ``b`` are (:data:`ltvlib.stats.ROW_KINDS`): ``("seeds", "seeds")``
+            for a one-seed LTV against the baseline's seeds, so the difference counts the one seed.
 
     Returns:
         An :class:`~ltvlib.stats.Estimate` (``difference=True`` with ``b``); ``n`` is the number of queries
-        summed over tasks, ``seeds`` the fewest seeds of any task's matrix.
+        summed over tasks, ``seeds`` and ``draws`` as :func:`ltvlib.stats.rows_summary` counts them.
     """
     if not a:
         raise ValueError("task_mean_contrast: no tasks")
     if b is not None and set(a) != set(b):
         raise ValueError(f"task_mean_contrast: a and b cover different tasks: {sorted(a)} vs {sorted(b)}")
-    terms = {t: [(1.0, a[t])] + ([(-float(weight), b[t])] if b is not None else []) for t in sorted(a)}
+    terms = {t: [(1.0, a[t], rows[0])] + ([(-float(weight), b[t], rows[1])] if b is not None else [])
+             for t in sorted(a)}
     return task_contrast(terms, difference=b is not None, n_resamples=n_resamples, confidence=confidence,
                          seed=seed)
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
@@ -1228,15 +1228,24 @@ def behaviour_items(record: dict[str, Any]) -> dict[str, list[float]]:
     return out
 
 
-def metric_estimate(values: Sequence[Sequence[float]], metric: str, *, n_resamples: int = DEFAULT_RESAMPLES) -> Estimate:
-    """The mean of a metric over seeds and items with its 95 % interval: Wilson for a 0/1 metric of one seed,
-    otherwise the seed-and-item bootstrap of :func:`ltvlib.stats.seed_interval` (the item bootstrap for one
-    seed). ``values`` is ``[seed][item]``."""
+def replicate_rows(records: Sequence[Mapping[str, Any]]) -> str:
+    """What a method's replicates are (:data:`ltvlib.stats.ROW_KINDS`): the random control's are random
+    draws (``"draws"``), every other method's training seeds or one deterministic run (``"auto"``)."""
+    return "draws" if records and records[0].get("method") == "random" else "auto"
+
+
+def metric_estimate(
+    values: Sequence[Sequence[float]], metric: str, *, n_resamples: int = DEFAULT_RESAMPLES, rows: str = "auto",
+) -> Estimate:
+    """The mean of a metric over seeds (or random draws: ``rows="draws"``) and items with its 95 % interval:
+    Wilson for a 0/1 metric of one replicate, otherwise the replicate-and-item bootstrap of
+    :func:`ltvlib.stats.seed_interval` (the item bootstrap for one). ``values`` is ``[replicate][item]``."""
     if metric not in PROPORTION_METRICS and metric not in MEAN_METRICS:
         raise ValueError(f"unknown metric {metric!r}; allowed: {', '.join(PROPORTION_METRICS + MEAN_METRICS)}")
     if metric in PROPORTION_METRICS and len(values) == 1:
-        return Proportion(round(sum(values[0])), len(values[0])).estimate()
-    return seed_interval(values, n_resamples=n_resamples)
+        est = Proportion(round(sum(values[0])), len(values[0])).estimate()
+        return replace(est, draws=1) if rows == "draws" else est
+    return seed_interval(values, n_resamples=n_resamples, rows=rows)
 
 
 def summarise_behaviour(records: Sequence[dict[str, Any]], *, n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
@@ -1254,7 +1263,9 @@ def summarise_behaviour(records: Sequence[dict[str, Any]], *, n_resamples: int =
     if not records:
         raise ValueError("no records to summarise")
     per_seed = [behaviour_items(r) for r in records]
-    return {metric: metric_estimate([p[metric] for p in per_seed], metric, n_resamples=n_resamples).to_dict()
+    rows = replicate_rows(records)
+    return {metric: metric_estimate([p[metric] for p in per_seed], metric, n_resamples=n_resamples,
+                                    rows=rows).to_dict()
             for metric in per_seed[0] if all(metric in p for p in per_seed)}
 
 
@@ -1397,7 +1408,8 @@ def steering_range(
     m_non_myopic`` (in [-1, 1]; 0 = no steering), with the seed-and-item bootstrap interval of
     :func:`ltvlib.stats.seed_interval` over the replicates of :func:`steering_items`."""
     items = steering_items(toward_myopic, toward_non_myopic, metric)
-    return _as_range(seed_interval(items, n_resamples=n_resamples), difference=False)
+    return _as_range(seed_interval(items, n_resamples=n_resamples, rows=replicate_rows(toward_myopic)),
+                     difference=False)
 
 
 def steering_difference(
@@ -1409,7 +1421,8 @@ def steering_difference(
     :func:`ltvlib.stats.paired_bootstrap_difference` (items resampled jointly, each method's replicates
     independently)."""
     ia, ib = steering_items(*a, metric), steering_items(*b, metric)
-    return _as_range(paired_bootstrap_difference(ia, ib, n_resamples=n_resamples), difference=True)
+    rows = (replicate_rows(a[0]), replicate_rows(b[0]))
+    return _as_range(paired_bootstrap_difference(ia, ib, n_resamples=n_resamples, rows=rows), difference=True)
 
 
 def myopic_behaviour(
@@ -1463,7 +1476,8 @@ def myopic_behaviour(
                 if versus == "zero_shot" and metric not in zero_items:
                     continue
                 est = paired_bootstrap_difference(_matrix(recs, metric), _matrix(other, metric),
-                                                  n_resamples=n_resamples)
+                                                  n_resamples=n_resamples,
+                                                  rows=(replicate_rows(recs), replicate_rows(other)))
                 differences.append({"method": m, "direction": d, "versus": versus, "metric": metric,
                                     "estimate": est.to_dict()})
     first = zero[0]

@@ -21,11 +21,13 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_RESAMPLES",
+    "ROW_KINDS",
     "Estimate",
     "Proportion",
     "format_estimate",
     "paired_bootstrap_difference",
     "proportion_estimate",
+    "rows_summary",
     "seed_interval",
     "wilson_interval",
 ]
@@ -108,6 +110,10 @@ _CHUNK_FLOATS = 4_000_000
 class Estimate:
     """A number with its 95 % (or ``confidence``) interval, ``n`` test queries and ``seeds`` training seeds.
 
+    ``seeds`` counts training seeds only: 1 for one trained vector or a deterministic method, and for a
+    difference the seeds of its least-seeded trained side (:func:`rows_summary`). Random draws a control's
+    interval also resamples (random vectors of a norm, random head sets) are ``draws`` (0: none), never seeds.
+
     ``value``, ``low`` and ``high`` are fractions (an accuracy in [0, 1], or a difference of two accuracies in
     [-1, 1]); :func:`format_estimate` prints them in percent or percentage points. ``method`` names how the
     interval was computed (``"wilson"``, ``"paired bootstrap"``, ``"seed-query bootstrap"``) and
@@ -123,6 +129,7 @@ class Estimate:
     method: str = "wilson"
     resamples: int = 0
     difference: bool = False
+    draws: int = 0
 
     def __post_init__(self) -> None:
         for name in ("value", "low", "high"):
@@ -132,8 +139,9 @@ class Estimate:
         # that noise from tripping the check while still catching swapped or misplaced bounds
         if not self.low - 1e-9 <= self.value <= self.high + 1e-9:
             raise ValueError(f"estimate {self.value!r} lies outside its interval [{self.low!r}, {self.high!r}]")
-        if self.n < 1 or self.seeds < 1:
-            raise ValueError(f"estimate needs n >= 1 and seeds >= 1, got n={self.n!r}, seeds={self.seeds!r}")
+        if self.n < 1 or self.seeds < 1 or self.draws < 0:
+            raise ValueError(f"estimate needs n >= 1, seeds >= 1 and draws >= 0, got n={self.n!r}, "
+                             f"seeds={self.seeds!r}, draws={self.draws!r}")
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -153,7 +161,7 @@ class Estimate:
             value=float(d["value"]), low=float(d["low"]), high=float(d["high"]), n=int(d["n"]),
             seeds=int(d.get("seeds", 1)), confidence=float(d.get("confidence", 0.95)),
             method=str(d.get("method", "wilson")), resamples=int(d.get("resamples", 0)),
-            difference=bool(d.get("difference", False)),
+            difference=bool(d.get("difference", False)), draws=int(d.get("draws", 0)),
         )
 
     def __str__(self) -> str:
@@ -222,18 +230,53 @@ def _check_resamples(n_resamples: int) -> None:
         raise ValueError(f"n_resamples must be an integer >= 100 for a 95 % percentile interval, got {n_resamples!r}")
 
 
+ROW_KINDS: tuple[str, ...] = ("auto", "seeds", "draws")
+"""What the rows of a correctness matrix are: ``"seeds"`` training seeds (one row = one trained vector);
+``"draws"`` random draws of a control (random vectors of a norm, random head sets); ``"auto"`` (the default)
+seeds when there are several rows, and one row a single result that may be a deterministic method, which then
+does not lower a difference's seed count."""
+
+
+def rows_summary(sides: Sequence[tuple[int, str]]) -> tuple[int, int]:
+    """``(seeds, draws)`` of an estimate resting on several correctness matrices.
+
+    Args:
+        sides: ``(rows, kind)`` per matrix, ``kind`` from :data:`ROW_KINDS`.
+
+    Returns:
+        ``seeds``: the fewest rows among the sides that are training seeds (``"seeds"``, or ``"auto"`` with
+        more than one row): a difference is only as seeded as its least-seeded trained side; 1 when no side
+        is. ``draws``: the most rows among ``"draws"`` sides, 0 when there is none.
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    seeded, drawn = [], []
+    for rows, kind in sides:
+        if kind not in ROW_KINDS:
+            raise ValueError(f"unknown row kind {kind!r}; allowed: {', '.join(ROW_KINDS)}")
+        if kind == "draws":
+            drawn.append(int(rows))
+        elif kind == "seeds" or rows > 1:
+            seeded.append(int(rows))
+    return (min(seeded) if seeded else 1), (max(drawn) if drawn else 0)
+
+
 def seed_interval(
     correct: Any,
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
     confidence: float = 0.95,
     seed: int = 0,
+    rows: str = "auto",
 ) -> Estimate:
     """Mean accuracy over seeds and queries, with a two-level (seed and query) bootstrap interval.
 
     Args:
         correct: per-query correctness, shape (seeds, queries), every seed evaluated on the same queries
             (bools, 0/1, numpy or torch). A 1-D array is one seed: the ordinary query bootstrap.
+        rows: what the rows are (:data:`ROW_KINDS`); ``"draws"`` for a random control's draws, which the
+            Estimate then counts as ``draws`` with one seed.
         n_resamples: bootstrap draws (vectorised; memory is bounded by drawing them in chunks).
         confidence: the interval's level.
         seed: the bootstrap's own random seed; the same seed gives the same interval.
@@ -246,8 +289,9 @@ def seed_interval(
     (draws,) = _resampled_means([m], int(n_resamples), np.random.default_rng(seed))
     lo, hi = _percentiles(draws, confidence)
     value = float(m.mean())
-    return Estimate(value, min(lo, value), max(hi, value), n=m.shape[1], seeds=m.shape[0], confidence=confidence,
-                    method="seed-query bootstrap", resamples=int(n_resamples))
+    n_seeds, n_draws = rows_summary([(m.shape[0], rows)])
+    return Estimate(value, min(lo, value), max(hi, value), n=m.shape[1], seeds=n_seeds, confidence=confidence,
+                    method="seed-query bootstrap", resamples=int(n_resamples), draws=n_draws)
 
 
 def paired_bootstrap_difference(
@@ -257,6 +301,7 @@ def paired_bootstrap_difference(
     n_resamples: int = DEFAULT_RESAMPLES,
     confidence: float = 0.95,
     seed: int = 0,
+    rows: tuple[str, str] = ("auto", "auto"),
 ) -> Estimate:
     """Accuracy of method ``a`` minus method ``b`` on the same queries, with a paired bootstrap interval.
 
@@ -269,10 +314,14 @@ def paired_bootstrap_difference(
         confidence: the interval's level.
         seed: the bootstrap's own random seed; the same seed gives the same interval.
 
+        rows: what the rows of ``a`` and ``b`` are (:data:`ROW_KINDS`). With the default ``"auto"`` a
+            one-row side counts as a deterministic method: an LTV with 3 seeds minus an extracted vector has 3
+            seeds. Mark a one-seed trained side ``"seeds"`` when the other has several (a 1-seed LTV minus a
+            3-seed one has 1), and a random control's rows ``"draws"``.
+
     Returns:
-        An :class:`Estimate` of the difference (``difference=True``), method ``"paired bootstrap"``;
-        ``seeds`` is the larger of the two methods' seed counts: the difference between an LTV trained with
-        3 seeds and a deterministic method (one "seed") rests on the LTV's 3 seeds.
+        An :class:`Estimate` of the difference (``difference=True``), method ``"paired bootstrap"``, with
+        ``seeds`` and ``draws`` from :func:`rows_summary`.
     """
     _check_resamples(n_resamples)
     ma, mb = _as_matrix(a, "a"), _as_matrix(b, "b")
@@ -281,12 +330,14 @@ def paired_bootstrap_difference(
     da, db = _resampled_means([ma, mb], int(n_resamples), np.random.default_rng(seed))
     lo, hi = _percentiles(da - db, confidence)
     value = float(ma.mean() - mb.mean())
-    return Estimate(value, min(lo, value), max(hi, value), n=ma.shape[1], seeds=max(ma.shape[0], mb.shape[0]),
-                    confidence=confidence, method="paired bootstrap", resamples=int(n_resamples), difference=True)
+    n_seeds, n_draws = rows_summary([(ma.shape[0], rows[0]), (mb.shape[0], rows[1])])
+    return Estimate(value, min(lo, value), max(hi, value), n=ma.shape[1], seeds=n_seeds, confidence=confidence,
+                    method="paired bootstrap", resamples=int(n_resamples), difference=True, draws=n_draws)
 
 
 def format_estimate(est: Estimate, *, digits: int = 1, bounds: bool = False) -> str:
-    """One line: ``"43.5 ± 6.9 % (n=200, seeds=3)"``; a difference in points: ``"+12.0 ± 8.1 pts (...)"``.
+    """One line: ``"43.5 ± 6.9 % (n=200, seeds=3)"``; a difference in points: ``"+12.0 ± 8.1 pts (...)"``;
+    an estimate over random draws adds them: ``"(n=200, seeds=1, draws=20)"``.
 
     The ``±`` is the larger distance from the value to either bound (a bootstrap interval may be asymmetric;
     this never understates it). ``bounds=True`` adds the interval itself: ``"... [36.8, 50.4] (n=200, ...)"``.
@@ -296,4 +347,4 @@ def format_estimate(est: Estimate, *, digits: int = 1, bounds: bool = False) -> 
     text = f"{100 * est.value:{sign}.{digits}f} ± {100 * est.half_width:.{digits}f}{unit}"
     if bounds:
         text += f" [{100 * est.low:{sign}.{digits}f}, {100 * est.high:{sign}.{digits}f}]"
-    return text + f" (n={est.n}, seeds={est.seeds})"
+    return text + f" (n={est.n}, seeds={est.seeds}" + (f", draws={est.draws})" if est.draws else ")")

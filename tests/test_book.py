@@ -184,6 +184,22 @@ def test_execute_dummy_chapter_injects_parameters(tmp_path: Path) -> None:
     assert nb["metadata"]["jupytext"]["formats"] == "ipynb,py:percent"
     assert book.up_to_date(target, book.make_stamp(ch, p))
     assert not list(target.parent.glob("*.tmp"))
+    run = book.run_record(target)  # the run's time and its kernel's peak memory, beside the stamp
+    assert run["seconds"] == pytest.approx(seconds, abs=0.06) and run["peak_rss_bytes"] > 20 * 2**20
+    assert book.run_record(tmp_path / "missing.ipynb") == {}
+
+
+def test_peak_memory_sees_what_a_child_process_holds() -> None:
+    import subprocess
+    import sys
+
+    hold = "x = bytearray(300 * 2**20); import time; time.sleep(1.5)"  # 300 MiB, resident (bytearray zero-fills)
+    with book.PeakMemory(interval=0.1) as memory:
+        subprocess.run([sys.executable, "-c", hold], check=True)
+    assert memory.peak_bytes > 300 * 2**20
+    with book.PeakMemory(interval=0.1) as idle:
+        pass
+    assert idle.peak_bytes < 300 * 2**20  # nothing of the previous child is left in a new measurement
 
 
 def test_failing_chapter_keeps_good_notebook(tmp_path: Path) -> None:

@@ -91,6 +91,9 @@ def test_control_excess_mean_and_slope_follow_their_definitions():
     assert slope["control"].value == pytest.approx(0.0, abs=1e-12)
     assert slope["excess"].value == pytest.approx(0.6) and slope["excess"].difference
     assert slope["excess"].low > 0 and slope["k"] == 4 and slope["n_draws"] == 4 and slope["excess"].n == 4
+    # the control's draws are counted as draws, the LTV's own value has none
+    assert (slope["ltv"].draws, slope["control"].draws, slope["excess"].draws) == (0, 4, 4)
+    assert slope["excess"].seeds == 1
     mean = control_excess(ltv, draws, statistic="mean", n_resamples=400, seed=1)
     assert mean["ltv"].value == pytest.approx(ltv.mean())
     assert mean["control"].value == pytest.approx(draws.mean())

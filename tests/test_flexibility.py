@@ -291,6 +291,9 @@ def test_task_mean_contrast_is_paired_and_weighted():
     same = task_mean_contrast(one_seed, one_seed)  # paired: the same queries drawn for both, so exactly 0
     assert same.value == 0 and same.low == 0 and same.high == 0 and same.difference and same.seeds == 1
     assert task_mean_contrast(base, base).seeds == 3
+    # a one-seed column against the three-seed baseline rests on one seed when both are marked as trained
+    assert task_mean_contrast(one_seed, base, weight=0.9, rows=("seeds", "seeds")).seeds == 1
+    assert task_mean_contrast(one_seed, base, weight=0.9).seeds == 3
     # a method that is right exactly where the baseline's first seed is, plus 12 more queries per task
     better = {}
     for t, m in base.items():

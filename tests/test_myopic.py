@@ -45,6 +45,7 @@ from ltvlib.myopic import (
     method_names,
     method_scores,
     metric_estimate,
+    replicate_rows,
     myopic_behaviour,
     myopic_sizes,
     open_question,
@@ -521,6 +522,12 @@ def test_metric_estimates_use_wilson_for_one_seed_and_the_bootstrap_otherwise():
     assert mean.method == "seed-query bootstrap" and mean.value == pytest.approx(0.6) and mean.low < 0.6 < mean.high
     seeds = metric_estimate([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]], "generation_myopic", n_resamples=200)
     assert seeds.seeds == 2 and seeds.value == pytest.approx(0.75)
+    # the random control's replicates are draws, not seeds
+    draws = metric_estimate([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]], "generation_myopic", n_resamples=200,
+                            rows="draws")
+    assert (draws.seeds, draws.draws) == (1, 2) and draws.interval == seeds.interval
+    assert metric_estimate([[1.0, 0.0]], "text_myopic_choice", rows="draws").draws == 1
+    assert replicate_rows([{"method": "random"}]) == "draws" and replicate_rows([{"method": "ltv"}]) == "auto"
     with pytest.raises(ValueError, match="unknown metric 'accuracy'"):
         metric_estimate([[1.0]], "accuracy")
 

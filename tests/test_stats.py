@@ -12,6 +12,7 @@ from ltvlib.stats import (
     format_estimate,
     paired_bootstrap_difference,
     proportion_estimate,
+    rows_summary,
     seed_interval,
     wilson_interval,
 )
@@ -192,3 +193,40 @@ def test_paired_difference_counts_the_seeds_of_the_seeded_side():
     assert paired_bootstrap_difference(ltv, fv).seeds == 3
     assert paired_bootstrap_difference(fv, ltv).seeds == 3
     assert paired_bootstrap_difference(fv, fv).seeds == 1
+    assert paired_bootstrap_difference(ltv, fv).draws == 0
+
+
+def test_random_draws_are_not_seeds():
+    # a random control's rows are draws: counted as draws, never as training seeds
+    rng = np.random.default_rng(6)
+    ltv = _bern(rng, 0.6, (150,))
+    random_vectors = np.stack([_bern(rng, 0.1, (150,)) for _ in range(20)])
+    ctrl = seed_interval(random_vectors, rows="draws")
+    assert (ctrl.seeds, ctrl.draws) == (1, 20)
+    assert ctrl.interval == pytest.approx(seed_interval(random_vectors).interval)  # the interval is unchanged
+    assert seed_interval(random_vectors).seeds == 20  # unmarked rows are seeds
+    d = paired_bootstrap_difference(ltv, random_vectors, rows=("auto", "draws"))
+    assert (d.seeds, d.draws) == (1, 20)
+    d3 = paired_bootstrap_difference(np.stack([ltv, ltv, ltv]), random_vectors, rows=("seeds", "draws"))
+    assert (d3.seeds, d3.draws) == (3, 20)
+    assert "draws=20" in format_estimate(d) and "draws" not in format_estimate(seed_interval(random_vectors))
+    assert Estimate.from_dict(d.to_dict()) == d
+    assert Estimate.from_dict({k: v for k, v in d.to_dict().items() if k != "draws"}).draws == 0  # old records
+
+
+def test_a_difference_has_the_seeds_of_its_least_seeded_trained_side():
+    rng = np.random.default_rng(7)
+    one = _bern(rng, 0.5, (150,))
+    three = np.stack([_bern(rng, 0.6, (150,)) for _ in range(3)])
+    # marked as a trained vector, a single row is one seed: a 1-seed LTV minus a 3-seed one rests on 1 seed
+    assert paired_bootstrap_difference(one, three, rows=("seeds", "seeds")).seeds == 1
+    # unmarked, a single row may be a deterministic method, which does not lower the count
+    assert paired_bootstrap_difference(one, three).seeds == 3
+    assert rows_summary([(3, "seeds"), (2, "auto"), (1, "auto"), (10, "draws"), (4, "draws")]) == (2, 10)
+    assert rows_summary([(1, "auto"), (1, "auto")]) == (1, 0)
+    with pytest.raises(ValueError, match="row kind"):
+        rows_summary([(2, "replicates")])
+    with pytest.raises(ValueError, match="row kind"):
+        seed_interval(three, rows="runs")
+    with pytest.raises(ValueError, match="draws"):
+        Estimate(0.5, 0.4, 0.6, n=10, draws=-1)
