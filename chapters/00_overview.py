@@ -48,7 +48,7 @@
 # of one proportion. Each LTV is trained with several seeds, and its interval is a two-level bootstrap over
 # seeds and test queries (`ltvlib.stats.seed_interval`). Averages over tasks are unweighted, like the
 # paper's; their intervals resample each task's queries (and seeds) within that task (a stratified bootstrap,
-# `ltvlib.experiments.task_contrast`).
+# `ltvlib.study.ltvs.task_contrast`).
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
@@ -70,7 +70,12 @@ import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.experiments import (
+from ltvlib.book.scorecard import Claim, Verdict, interpret, record_claims, threshold_rule
+from ltvlib.models import MODEL_REGISTRY, load_model
+from ltvlib.prompts import encode_prompts
+from ltvlib.stats import Proportion, format_estimate, proportion_estimate, seed_interval
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.ltvs import (
     correct_matrix,
     estimate_cell,
     headline_seeds,
@@ -81,12 +86,7 @@ from ltvlib.experiments import (
     task_mean,
     task_mean_difference,
 )
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.models import MODEL_REGISTRY, load_model
-from ltvlib.profiles import get_profile
-from ltvlib.prompts import encode_prompts
-from ltvlib.scorecard import Claim, Verdict, interpret, record_claims, threshold_rule
-from ltvlib.stats import Proportion, format_estimate, proportion_estimate, seed_interval
+from ltvlib.study.profiles import get_profile
 
 hf_logging.disable_progress_bar()
 prof = get_profile(profile, recipe=recipe)

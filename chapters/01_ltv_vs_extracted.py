@@ -33,7 +33,7 @@
 # interval of its $n$ test queries. A middle-layer LTV's accuracy is a mean over its seeds with a two-level
 # (seed and query) bootstrap interval; a sweep LTV (one seed) gets a Wilson interval. Every comparison
 # between methods is **paired**: the same test queries, resampled together (`paired_bootstrap_difference`,
-# stratified by task for averages over tasks, `ltvlib.experiments.task_contrast`).
+# stratified by task for averages over tasks, `ltvlib.study.ltvs.task_contrast`).
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
@@ -55,28 +55,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.experiments import (
-    correct_matrix,
-    estimate_cell,
-    headline_seeds,
-    icl_accuracy,
-    ltv_accuracy,
-    profile_ltvs,
-    task_mean,
-)
-from ltvlib.experiments_extracted import (
-    EXTRACTED_LABELS,
-    compare_at_layer,
-    extracted_curve,
-    extracted_sizes,
-    gap_change,
-    ltv_layers,
-    profile_function_vector,
-)
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.models import load_model
-from ltvlib.profiles import get_profile, sweep_layers
-from ltvlib.scorecard import (
+from ltvlib.book.scorecard import (
     Claim,
     Verdict,
     combine_rule,
@@ -85,7 +64,28 @@ from ltvlib.scorecard import (
     not_testable,
     record_claims,
 )
+from ltvlib.models import load_model
 from ltvlib.stats import format_estimate, proportion_estimate, seed_interval
+from ltvlib.study.extracted import (
+    EXTRACTED_LABELS,
+    compare_at_layer,
+    extracted_curve,
+    extracted_sizes,
+    gap_change,
+    ltv_layers,
+    profile_function_vector,
+)
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.ltvs import (
+    correct_matrix,
+    estimate_cell,
+    headline_seeds,
+    icl_accuracy,
+    ltv_accuracy,
+    profile_ltvs,
+    task_mean,
+)
+from ltvlib.study.profiles import get_profile, sweep_layers
 
 hf_logging.disable_progress_bar()
 prof = get_profile(profile, recipe=recipe)
@@ -122,7 +122,7 @@ display(Markdown(
 # gold answer.
 #
 # - **LTV** (this paper): a vector trained by gradient descent on zero-shot prompts, *added* to the
-#   residual stream *entering* block $l$ (`ltvlib.experiments.profile_ltv`, one vector per layer and seed),
+#   residual stream *entering* block $l$ (`ltvlib.study.ltvs.profile_ltv`, one vector per layer and seed),
 #   with steps relative to the stream's scale at that layer.
 # - **Vanilla TV** (Hendel et al.): run ICL prompts of the task ($5$ demonstrations and a dummy query), take
 #   the last token's hidden state *leaving* block $l$, average it over dummy queries and demonstration sets,
@@ -587,13 +587,13 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 #   keeps two late layers (23 and 29) for the late-layer claim. The extracted curves keep all ten layers (one
 #   single-token pass per layer). The chapter's target is 25 minutes from a cold cache after chapter 0.
 # - **Sites.** Each method keeps its own paper's site (LTV: block input; Vanilla TV and FV: block output).
-# - **Vectors are reusable.** `ltvlib.experiments.profile_ltv`, `ltvlib.experiments_extracted.profile_vanilla_tv`
+# - **Vectors are reusable.** `ltvlib.study.ltvs.profile_ltv`, `ltvlib.study.extracted.profile_vanilla_tv`
 #   and `profile_function_vector` return the cached vectors of this chapter to any later chapter.
 
 # %% [markdown]
 # ## Verdicts for the scorecard
 #
-# The rules (`ltvlib.scorecard`): each paired difference (LTV minus an extracted vector, stratified bootstrap
+# The rules (`ltvlib.book.scorecard`): each paired difference (LTV minus an extracted vector, stratified bootstrap
 # over the test queries and, at the middle layer, the LTV's seeds) gets `direction_rule`: interval above 0 →
 # reproduced, below → not reproduced, across → inconclusive. The middle-layer claim combines LTV − FV and LTV −
 # Vanilla TV (`combine_rule`: both reproduced → reproduced, one → partly); the every-layer claim combines the

@@ -50,7 +50,7 @@
 #   those four and **SST-2**, the cheapest long-prompt task; SNLI and RTE would add about 6 and 11 minutes.
 #
 # Estimated from those measurements, the chapter takes about 27 minutes cold with chapters 00 and 01 cached
-# (`ltvlib.flexibility.FLEX_SIZES` gives the costs and the sum). A column on fewer tasks is compared like with
+# (`ltvlib.study.flexibility.FLEX_SIZES` gives the costs and the sum). A column on fewer tasks is compared like with
 # like: its mean over its own tasks against the baseline LTV's mean over the same tasks (Table 2.1 shows
 # both, and each column's verdict tests that difference). The paper's numbers stay seven-task means; a
 # verdict on fewer tasks is still decided by its rule on what was measured here, and its claim says which
@@ -62,7 +62,7 @@ profile = "cpu"
 seed = 0
 device = "auto"
 recipe = None  # None: the profile's recipe; "fast" or "paper"
-tasks = None  # None: the profile's choice (ltvlib.flexibility.FLEX_SIZES)
+tasks = None  # None: the profile's choice (ltvlib.study.flexibility.FLEX_SIZES)
 
 # %%
 import time
@@ -72,8 +72,20 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.experiments import headline_seeds
-from ltvlib.flexibility import (
+from ltvlib.book.scorecard import (
+    Claim,
+    Verdict,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
+from ltvlib.forward import PositionTail, tail_needed
+from ltvlib.models import load_model
+from ltvlib.stats import format_estimate
+from ltvlib.study.flexibility import (
     EXTRACTED_METHODS,
     PAPER_TABLE1,
     Setting,
@@ -85,21 +97,9 @@ from ltvlib.flexibility import (
     table1_settings,
     task_mean_contrast,
 )
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.models import load_model
-from ltvlib.profiles import get_profile
-from ltvlib.runner import PositionTail, tail_needed
-from ltvlib.scorecard import (
-    Claim,
-    Verdict,
-    combine_rule,
-    direction_rule,
-    interpret,
-    not_testable,
-    record_claims,
-    threshold_rule,
-)
-from ltvlib.stats import format_estimate
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.ltvs import headline_seeds
+from ltvlib.study.profiles import get_profile
 
 prof = get_profile(profile, recipe=recipe)
 started = time.perf_counter()
@@ -163,7 +163,7 @@ display(pd.DataFrame([
 # the `paper` profile measures both (`every4` is the table's column, `every2` the text's), `cpu` the table's.
 # The "multi-layer + multi-position" setting crosses the every-4th-layer set with the last five positions.
 #
-# **The three methods in a multi-site setting** (`ltvlib.flexibility.extracted_edits`):
+# **The three methods in a multi-site setting** (`ltvlib.study.flexibility.extracted_edits`):
 #
 # - **LTV**: one independent vector per (layer, position) pair, all trained jointly, *added* at the input
 #   of each block. In the ICL setting it is trained on 8-shot prompts (the demonstrations' keys and values
@@ -183,10 +183,10 @@ display(pd.DataFrame([
 # own paper's site, as in chapter 1).
 #
 # **What a non-final position costs.** Training at P={4} caches each prompt up to its own position 4 and
-# recomputes only the rest with the vector (`ltvlib.runner.PositionTail`, measured 1.88x faster than full
+# recomputes only the rest with the vector (`ltvlib.forward.PositionTail`, measured 1.88x faster than full
 # forwards for Antonym in `bench/RESULTS.md`). On the classification tasks' long prompts most of the prompt
 # lies after position 4, so the cache saves little there and P={4} stays the dearest column to train
-# (`ltvlib.flexibility.FLEX_SIZES` gives the costs). The cell below checks that this run's recipe takes the
+# (`ltvlib.study.flexibility.FLEX_SIZES` gives the costs). The cell below checks that this run's recipe takes the
 # per-row tail.
 
 # %%
@@ -207,7 +207,7 @@ display(Markdown(
 # ## Measuring every setting
 #
 # Each `setting_result` call trains (or reads from the shared cache) the setting's LTVs through
-# `ltvlib.experiments.profile_ltv`, evaluates them, the prompt alone and the extracted vectors moved to the
+# `ltvlib.study.ltvs.profile_ltv`, evaluates them, the prompt alone and the extracted vectors moved to the
 # same sites on one set of test prompts, and keeps each method's per-query correctness, from which every
 # interval below is computed.
 
@@ -707,7 +707,7 @@ for c in claims:
 #   measures its zero-shot and ICL accuracy); the comparison is between methods on one model, and between
 #   columns of the same method.
 # - **Seeds and test queries.** In `cpu` the baseline column has three training seeds (the vectors chapter
-#   00 trains), every other column one (`ltvlib.flexibility.FLEX_SIZES`): two more seeds for each of them
+#   00 trains), every other column one (`ltvlib.study.flexibility.FLEX_SIZES`): two more seeds for each of them
 #   would triple this chapter's training time on two CPU cores. Each task is tested on its first 100 test
 #   queries in `cpu` (Capital has 50), the same queries in every column. The intervals include the query
 #   sampling and, for the baseline, the seed-to-seed spread; a one-seed column's interval cannot include a

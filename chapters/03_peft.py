@@ -56,23 +56,30 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.models import load_model
-from ltvlib.peft_compare import (
-    compare_sizes,
+from ltvlib.analysis.peft_compare import (
     correct_matrix,
     equal_budget_methods,
     parameter_formula,
     parameter_units,
-    race,
     race_curve,
     race_ltv,
     race_methods,
     step_time_ratio,
 )
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims, threshold_rule
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
+from ltvlib.models import load_model
 from ltvlib.stats import format_estimate, paired_bootstrap_difference, seed_interval
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.peft_compare import compare_sizes, race
+from ltvlib.study.profiles import get_profile
 
 started = time.perf_counter()
 prof = get_profile(profile, recipe=recipe)
@@ -107,7 +114,7 @@ display(Markdown(
 # %% [markdown]
 # ## The race's rules
 #
-# Every method is trained by one loop (`ltvlib.peft_compare.train_and_measure`), so only the adapter differs:
+# Every method is trained by one loop (`ltvlib.analysis.peft_compare.train_and_measure`), so only the adapter differs:
 #
 # - **Same prompts and loss.** Zero-shot prompts `Q: {x}\nA:`, the gold answer's tokens after them (teacher
 #   forcing); loss = mean negative log-likelihood of the answer's tokens (`ltvlib.ltv.answer_loss`).

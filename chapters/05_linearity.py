@@ -53,14 +53,22 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.controls import control_excess
-from ltvlib.experiments import profile_ltv
-from ltvlib.linearity import linearity_config, mechanism_plan, profile_linearity, profile_linearity_control
-from ltvlib.ltv_report import LTVLedger
+from ltvlib.analysis.controls import control_excess
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
 from ltvlib.models import load_model
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims, threshold_rule
 from ltvlib.stats import Estimate, format_estimate, paired_bootstrap_difference, wilson_interval
+from ltvlib.study.linearity import linearity_config, mechanism_plan, profile_linearity, profile_linearity_control
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import profile_ltv
+from ltvlib.study.profiles import get_profile
 from ltvlib.tasks import get_task
 
 # random vectors per (task, layer): each refits W around the vector (about 10 s on two CPU cores)
@@ -83,7 +91,7 @@ display(Markdown(
     f"{int(np.ceil(cfg.fit_factor * lm.d_model))} perturbations, {cfg.n_heldout} held-out ones, "
     f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on up to {prof.n_test} test "
     f"queries per task. Control: {n_draws} random vectors of $\\|\\theta\\|$ per (task, layer), each with its own "
-    "fitted map. Every LTV is `ltvlib.experiments.profile_ltv` (seed 0), the vectors chapters 00 and 01 train."
+    "fitted map. Every LTV is `ltvlib.study.ltvs.profile_ltv` (seed 0), the vectors chapters 00 and 01 train."
 ))
 
 # %% [markdown]
@@ -92,7 +100,7 @@ display(Markdown(
 # - **Injection.** $\theta$ is *added* to the residual stream *entering* block $l$ at the last token of the
 #   zero-shot prompt (the LTV's own site).
 # - **Shift.** For query $q$, $\Delta_q(x) = f_q(h_q^l + x) - f_q(h_q^l)$: the change of the residual stream
-#   entering the final norm, last token (`ltvlib.linearity.ShiftProbe`).
+#   entering the final norm, last token (`ltvlib.analysis.linearity.ShiftProbe`).
 # - **Fit.** Perturbations $x_i = \theta + \lambda_i\varepsilon_i$, $\varepsilon_i \sim N(0, \|\theta\|^2/d\, I)$;
 #   $W$ is fitted to the query-mean shift by ridge regression (one query per perturbation, with a control
 #   variate). Quality: held-out $R^2$ about the mean.
@@ -103,7 +111,7 @@ display(Markdown(
 # - **Polar decomposition** $W = QS$; $\cos(\theta, Q\theta)$ measures the rotation; **task alignment**
 #   $\|Pv\|/\|v\|$ with $P$ the projection onto the span of the label tokens' effective unembeddings.
 # - **Random-vector control**: the same fit, $\cos(r, Q_r r)$ and alignments for random $r$ with
-#   $\|r\| = \|\theta\|$ at the same layer (`ltvlib.linearity.profile_linearity_control`).
+#   $\|r\| = \|\theta\|$ at the same layer (`ltvlib.study.linearity.profile_linearity_control`).
 
 # %%
 t0 = time.perf_counter()
@@ -220,7 +228,7 @@ plt.show()
 # alignment that the rotation brings, $\mathrm{align}(Q\theta) - \mathrm{align}(\theta)$, for both. **Rotation
 # fades with depth** is tested by the fitted change of $\cos(\theta, Q\theta)$ from the first to the last layer
 # (least-squares slope times the span), and *against the control* by the LTV's change minus the random
-# vectors' change; both with a bootstrap over layers and draws (`ltvlib.controls.control_excess`). **Rotation
+# vectors' change; both with a bootstrap over layers and draws (`ltvlib.analysis.controls.control_excess`). **Rotation
 # aligns early vectors with the labels** is tested on the layers before the middle one: the mean alignment
 # gain of the LTV, and its excess over the random vectors'.
 

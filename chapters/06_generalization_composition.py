@@ -35,7 +35,7 @@ profile = "cpu"
 seed = 0  # first LTV seed: the study uses seed, seed + 1, ...; seed 0 reuses chapter 0's vectors
 device = "auto"
 recipe = None  # None: the profile's LTV recipe; "fast" or "paper"
-tasks = None  # None: the profile's tasks (ltvlib.generalization.generalization_sizes); else a list of task names
+tasks = None  # None: the profile's tasks (ltvlib.study.generalization.generalization_sizes); else a list of task names
 n_seeds = None  # None: the profile's seed counts; else this many seeds for every task and for the composition
 
 # %%
@@ -51,9 +51,19 @@ import torch
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib import composition as comp
-from ltvlib.experiments import icl_accuracy, profile_splits
-from ltvlib.generalization import (
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
+from ltvlib.models import load_model
+from ltvlib.stats import Proportion, format_estimate, paired_bootstrap_difference, seed_interval
+from ltvlib.study import composition as comp
+from ltvlib.study.generalization import (
     PAPER_SNLI_TO_RTE,
     control_margin,
     cosine_matrix,
@@ -70,11 +80,9 @@ from ltvlib.generalization import (
     transfer_matrix,
     tsne_2d,
 )
-from ltvlib.ltv_report import LTVLedger
-from ltvlib.models import load_model
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims, threshold_rule
-from ltvlib.stats import Proportion, format_estimate, paired_bootstrap_difference, seed_interval
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import icl_accuracy, profile_splits
+from ltvlib.study.profiles import get_profile
 
 hf_logging.disable_progress_bar()
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
@@ -109,7 +117,7 @@ display(Markdown(
 # %% [markdown]
 # **Why these sizes.** The whole book has to build on two CPU cores, so the `cpu` run of this chapter is held to
 # about 12 minutes. Chapter 0 has already trained every task's first-seed vector, and this chapter reads those
-# very cache entries (`ltvlib.experiments.profile_ltv` with chapter 0's arguments), so it pays only for the
+# very cache entries (`ltvlib.study.ltvs.profile_ltv` with chapter 0's arguments), so it pays only for the
 # further seeds, the transfer evaluations and the composition. Measured on this machine (single-threaded CPU
 # seconds): a second seed of a short-prompt task (Capital, Capitalize, Antonym, TREC) costs 25-70 s, SST-2 and
 # SNLI about 100 s, RTE over 300 s; the transfer matrix about 4 minutes (each target's test prompts once, then
@@ -397,7 +405,7 @@ plt.show()
 # whose English and French forms are both gendered (the FV English→French file lists single words, 41 of which
 # the pairs already use), and the power comes from three seeds instead. **No test word in any training data:**
 # every training or validation example (and every ICL demonstration) that contains any word of any form of a
-# test pair is dropped (`ltvlib.composition.composition_data`, asserted by `check_no_leak`, and tested).
+# test pair is dropped (`ltvlib.study.composition.composition_data`, asserted by `check_no_leak`, and tested).
 #
 # Methods, on the composed task's zero-shot test prompts unless said: zero-shot; ICL with $k$ composed
 # demonstrations; each component LTV alone; their sum; the **control**, a random vector with the sum's norm at

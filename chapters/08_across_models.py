@@ -32,7 +32,7 @@
 # Chapters 01, 04 and 05 test these on SmolLM2-135M, a Llama-architecture model. This chapter runs the same
 # measurements, through the same library functions and with **one LTV recipe for every model**, on a model of
 # another architecture, **Gemma-3-270M**, and puts both side by side. Each claim gets one verdict over the
-# models of the run, from a rule in code applied per model (`ltvlib.scorecard.combine_rule`). The list of
+# models of the run, from a rule in code applied per model (`ltvlib.book.scorecard.combine_rule`). The list of
 # models is a parameter: on a GPU, `-p models` can add Llama-3.x checkpoints by their Hugging Face ids.
 
 # %% tags=["parameters"]
@@ -54,7 +54,18 @@ import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.across_models import (
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
+from ltvlib.models import load_model
+from ltvlib.stats import format_estimate, paired_bootstrap_difference, proportion_estimate
+from ltvlib.study.across_models import (
     EXTRACTED,
     across_sizes,
     architecture_row,
@@ -75,22 +86,11 @@ from ltvlib.across_models import (
     sweep_ltvs,
     sweep_results,
 )
-from ltvlib.experiments import profile_ltv, profile_splits
-from ltvlib.experiments_extracted import profile_function_vector
-from ltvlib.linearity import linearity_config
-from ltvlib.ltv_report import LTVLedger
-from ltvlib.models import load_model
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import (
-    Claim,
-    combine_rule,
-    direction_rule,
-    interpret,
-    not_testable,
-    record_claims,
-    threshold_rule,
-)
-from ltvlib.stats import format_estimate, paired_bootstrap_difference, proportion_estimate
+from ltvlib.study.extracted import profile_function_vector
+from ltvlib.study.linearity import linearity_config
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import profile_ltv, profile_splits
+from ltvlib.study.profiles import get_profile
 
 hf_logging.disable_progress_bar()
 prof = get_profile(profile, recipe=recipe)
@@ -134,7 +134,7 @@ display(Markdown(
 # (512 tokens) in 15 of its 18 layers.
 #
 # Before measuring anything, the cell below checks on each real model that the shortcuts every chapter uses
-# give the model's own forward pass (`ltvlib.across_models.check_code_paths`), with a random vector of
+# give the model's own forward pass (`ltvlib.study.across_models.check_code_paths`), with a random vector of
 # residual-stream size injected at the middle layer of SST-2 prompts of different lengths: cached prompt
 # prefixes with a shared demonstration block (logits of the answer tokens and the gradient with respect to the
 # vector), chapter 04's last-token runner, chapter 05's single-token passes from the injection block, the
@@ -184,7 +184,7 @@ display(Markdown(
 #
 # One loop per model computes everything the chapter shows (the functions cache their results, so a second
 # run, or the default model after chapters 01, 04 and 05, reads them back). Beside the accuracies it records
-# which test queries each method gets right (`ltvlib.across_models.correct_at`, `key_head_correct`): two
+# which test queries each method gets right (`ltvlib.study.across_models.correct_at`, `key_head_correct`): two
 # methods evaluated on the same queries are compared by a paired bootstrap of their difference
 # (`ltvlib.stats.paired_bootstrap_difference`), one accuracy gets a Wilson interval.
 #
@@ -336,7 +336,7 @@ display(table)
 # equal what the attention block adds to the stream (Table 8.6, at every layer holding one of the FV's heads;
 # beside it the size of the bare $W_O$ terms relative to it, which an FV built without the norm would have
 # summed); (2) the FV's norm against its heads' write recomputed from their mean outputs by another path
-# (`ltvlib.across_models.function_vector_write`, Table 8.7). The FV enters this chapter's comparisons on a model
+# (`ltvlib.study.across_models.function_vector_write`, Table 8.7). The FV enters this chapter's comparisons on a model
 # only if both checks pass there: writes within $10^{-3}$ of the block's contribution, and the FV within a
 # factor 1.5 of its heads' write with a cosine above 0.9.
 #

@@ -247,7 +247,7 @@ def evaluate_conditions(
     last tokens are recomputed) and run in that order, so ``train`` and ``eval`` do the same computation.
     """
     from .evaluate import EvalSet, evaluate
-    from .runner import tail_needed
+    from .forward import tail_needed
 
     test = list(splits.test)
     log(f"evaluating zero-shot and the LTV on {len(test)} test queries")

@@ -1,4 +1,4 @@
-"""Chapter 08's glue (ltvlib.across_models) on tiny random models: the plan per profile, the layer choices that
+"""Chapter 08's glue (ltvlib.study.across_models) on tiny random models: the plan per profile, the layer choices that
 make the default model's numbers chapter 01/05 cache hits, one stream-relative recipe (no per-model scaling
 left here), the code-path checks (which must catch a wrong site table), the ICL fallback beyond a sliding
 window, summaries equal to the earlier chapters' measurements, per-query correctness whose means are those
@@ -11,8 +11,10 @@ import dataclasses
 import pytest
 import torch
 
-from ltvlib import experiments, key_heads, linearity
-from ltvlib.across_models import (
+from ltvlib.analysis import key_heads
+from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.study import linearity, ltvs
+from ltvlib.study.across_models import (
     across_sizes,
     architecture_row,
     attention_write_check,
@@ -35,10 +37,9 @@ from ltvlib.across_models import (
     sweep_results,
     table_layers,
 )
-from ltvlib.evaluate import EvalSet, evaluate
-from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
-from ltvlib.experiments_extracted import extracted_curve
-from ltvlib.profiles import get_profile, sweep_layers
+from ltvlib.study.extracted import extracted_curve
+from ltvlib.study.ltvs import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
+from ltvlib.study.profiles import get_profile, sweep_layers
 from ltvlib.tasks import PAPER_TASKS, load_splits
 from tests.margins import PATH_GAP, smallest_margin
 from tests.test_gemma3_known_issues import windowed_gemma3
@@ -104,7 +105,7 @@ def test_linearity_layers_near_quarter_half_three_quarters():
 
 
 def test_one_stream_relative_recipe_for_every_model():
-    import ltvlib.across_models as am
+    import ltvlib.study.across_models as am
 
     # the trainer's relative_to_stream is the one mechanism: nothing here rescales a recipe per model
     assert get_profile("cpu").recipe.relative_to_stream
@@ -223,7 +224,7 @@ def test_summaries_equal_the_chapters_measurements(llama, cache):
 
 
 def test_sweep_measures_extracted_vectors_at_every_ltv_layer(llama, cache, monkeypatch):
-    import ltvlib.across_models as am
+    import ltvlib.study.across_models as am
 
     prof = get_profile("smoke")
     monkeypatch.setattr(am, "table_layers", lambda lm, profile: [0, 1])  # a table that lacks LTV layer 2
@@ -241,9 +242,9 @@ def test_clear_memory_empties_the_stores(llama, cache):
     ltv = profile_ltv(llama, "antonym", prof)
     ltv_accuracy(llama, ltv, prof)
     key_heads.last_token_runner(llama, "antonym", load_splits("antonym").test[:4])
-    assert experiments._TEST_SETS and key_heads._RUNNERS
+    assert ltvs._TEST_SETS and key_heads._RUNNERS
     clear_memory()
-    assert not experiments._TEST_SETS and not key_heads._RUNNERS
+    assert not ltvs._TEST_SETS and not key_heads._RUNNERS
 
 
 def _fake_fv(lm, heads, seed=0, vector=None):

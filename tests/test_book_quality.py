@@ -10,7 +10,7 @@
 - every claim of ``results/claims/*.json`` has n, seeds, a 95 % interval, one of the five verdict levels and
   the name of its rule; no LTV that did not train is shown as a number there, and every chapter that trains or
   loads LTVs passes its ledger to ``record_claims``;
-- every executed chapter's interpretations (``ltvlib.scorecard.interpret`` markers) agree with its own claims;
+- every executed chapter's interpretations (``ltvlib.book.scorecard.interpret`` markers) agree with its own claims;
 - the scorecard comes right after the overview and runs last;
 - the HTML build turns warnings into errors.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from ltvlib import book
+from ltvlib.book import runner as book
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = [c for c in book.read_chapters(ROOT) if not book.runs_last(c)]
@@ -325,7 +325,7 @@ def test_committed_notebooks_are_tidy(chapter: book.Chapter) -> None:
 
 
 def test_landing_page_verdict_table_has_one_badge_and_link_per_claim() -> None:
-    from ltvlib.scorecard import load_sheets
+    from ltvlib.book.scorecard import load_sheets
 
     claims = [c for s in load_sheets(ROOT) for c in s.claims]
     table = book.verdict_table_markdown(ROOT)
@@ -359,7 +359,7 @@ def claim_record_problems(sheet: dict, source: str = "sheet") -> list[str]:
     and the name of its rule (not the old checks), the rule giving that verdict when re-applied. A claim not
     testable at this scale measured nothing: it needs its rule's reason, not an interval. A sheet from before
     intervals (schema 1) fails: the lead re-executes every chapter before merging."""
-    from ltvlib.scorecard import RULES, RuleResult
+    from ltvlib.book.scorecard import RULES, RuleResult
 
     problems = []
     if sheet.get("schema") != 2:
@@ -399,7 +399,8 @@ def claim_record_problems(sheet: dict, source: str = "sheet") -> list[str]:
 
 
 def _claim(**kw: object) -> dict:
-    from ltvlib.scorecard import Claim, direction_rule, not_testable
+    from ltvlib.book.scorecard import Claim, direction_rule, not_testable
+
     from ltvlib.stats import proportion_estimate
 
     est = proportion_estimate(120, 200)
@@ -444,7 +445,7 @@ LTV_CALL = re.compile(r"\b(profile_ltv|train_ltv|cached_ltv)\(")
 
 
 def untrained_shown_problems(sheet: dict, source: str = "sheet") -> list[str]:
-    """LTVs of a claims sheet's ``ltvs`` list (``ltvlib.ltv_report.LTVLedger``) shown as a number although their
+    """LTVs of a claims sheet's ``ltvs`` list (``ltvlib.study.ltv_report.LTVLedger``) shown as a number although their
     record does not say they trained (``trained`` false or unknown)."""
     return [f"{source}: the LTV of {v.get('task')} at layers {v.get('layers')} (seed {v.get('seed')}) is shown as a "
             f"number in {v.get('where') or 'an unnamed place'} but trained={v.get('trained')!r}"
@@ -530,8 +531,9 @@ def output_text(nb: dict) -> str:
 def interpretation_problems(nb: dict, sheet: dict, source: str = "chapter") -> list[str]:
     """Issue 16, point 3: each interpretation an executed chapter shows (``interpret(...)``'s hidden marker)
     names a claim of the chapter's own sheet and that claim's verdict; every claim has at least one."""
-    from ltvlib.book import verdict_slug
-    from ltvlib.scorecard import interpretation_markers
+    from ltvlib.book.scorecard import interpretation_markers
+
+    from ltvlib.book.runner import verdict_slug
 
     verdicts = {c["key"]: verdict_slug(c["verdict"]) for c in sheet.get("claims") or []}
     markers = interpretation_markers(output_text(nb))
@@ -559,7 +561,7 @@ def _interpreted_notebook(*interpretations: object) -> dict:
 
 
 def test_interpretation_check_on_a_synthetic_chapter() -> None:
-    from ltvlib.scorecard import Claim, interpret
+    from ltvlib.book.scorecard import Claim, interpret
 
     sheet = _sheet(_claim(key="middle"), _claim(key="nt", untestable=True))
     texts = {v: f"text for {v}" for v in LEVELS}

@@ -1,4 +1,4 @@
-"""ltvlib.composition: no test word in any training data, sums of vectors, the four-form scores."""
+"""ltvlib.study.composition: no test word in any training data, sums of vectors, the four-form scores."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from ltvlib import composition as comp
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.inject import VectorEdit, inject
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector
-from ltvlib.prefix import forward_tokens
-from ltvlib.profiles import get_profile
 from ltvlib.prompts import answer_ids, encode_prompts, pad_left
+from ltvlib.study import composition as comp
+from ltvlib.study.profiles import get_profile
 from ltvlib.tasks import Example, get_task, load_splits
 from tests.margins import PATH_GAP, smallest_margin
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ltvlib.experiments import (
+from ltvlib.stats import paired_bootstrap_difference, seed_interval
+from ltvlib.study.ltvs import (
     correct_matrix,
     estimate_cell,
     headline_seeds,
@@ -16,8 +17,7 @@ from ltvlib.experiments import (
     task_mean,
     task_mean_difference,
 )
-from ltvlib.profiles import get_profile
-from ltvlib.stats import paired_bootstrap_difference, seed_interval
+from ltvlib.study.profiles import get_profile
 
 
 @pytest.fixture()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ltvlib.experiments_extracted import (
+from ltvlib.study.extracted import (
     better_vanilla_form,
     compare_at_layer,
     extracted_curve,
@@ -16,7 +16,7 @@ from ltvlib.experiments_extracted import (
     profile_vanilla_tv,
     strongest_extracted,
 )
-from ltvlib.profiles import get_profile
+from ltvlib.study.profiles import get_profile
 
 
 @pytest.fixture()
@@ -57,7 +57,7 @@ def test_bad_arguments(llama, cache):
 
 
 def test_ltv_layers_per_profile(llama):
-    from ltvlib.experiments_extracted import ltv_layers
+    from ltvlib.study.extracted import ltv_layers
 
     class Big:  # only the sizes matter
         n_layers, middle_layer = 30, 15

@@ -9,8 +9,12 @@ import torch
 from ltvlib.baselines.function_vector import FunctionVector, FunctionVectorConfig
 from ltvlib.baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig
 from ltvlib.evaluate import EvalSet, evaluate
-from ltvlib.experiments import headline_seeds
-from ltvlib.flexibility import (
+from ltvlib.forward import PositionTail
+from ltvlib.inject import inject, record_residual, resolve_positions
+from ltvlib.kv_cache import forward_tokens
+from ltvlib.prompts import encode_prompts, pad_left
+from ltvlib.stats import seed_interval, wilson_interval
+from ltvlib.study.flexibility import (
     PAPER_COLUMNS,
     PAPER_TABLE1,
     FlexSizes,
@@ -28,12 +32,8 @@ from ltvlib.flexibility import (
     table1_settings,
     task_mean_contrast,
 )
-from ltvlib.inject import inject, record_residual, resolve_positions
-from ltvlib.prefix import forward_tokens
-from ltvlib.profiles import get_profile
-from ltvlib.runner import PositionTail
-from ltvlib.stats import seed_interval, wilson_interval
-from ltvlib.prompts import encode_prompts, pad_left
+from ltvlib.study.ltvs import headline_seeds
+from ltvlib.study.profiles import get_profile
 from ltvlib.tasks import PAPER_TASKS, get_task, load_splits
 from tests.margins import PATH_GAP, smallest_margin
 
@@ -161,7 +161,7 @@ def test_multi_site_function_vector_adds_the_same_vector_everywhere(llama):
 def test_a_non_final_position_setting_end_to_end(llama, cache, monkeypatch):
     prof = get_profile("smoke")
     setting = next(s for s in table1_settings(llama.n_layers, layer_steps=(2,)) if s.name == "position4")
-    import ltvlib.flexibility as flexibility
+    import ltvlib.study.flexibility as flexibility
 
     tails = []
     real_evalset = flexibility.EvalSet
@@ -181,8 +181,8 @@ def test_a_non_final_position_setting_end_to_end(llama, cache, monkeypatch):
         assert res.correct[method].shape == (1, prof.n_test) and res.correct[method].dtype == bool
     assert "ltv_zero_shot_trained" not in res.correct and res.zero_shot_ltvs == ()
     # the extracted numbers are what evaluating the documented edits gives
-    from ltvlib.experiments import profile_splits
-    from ltvlib.flexibility import profile_vanilla_tv_task_template
+    from ltvlib.study.flexibility import profile_vanilla_tv_task_template
+    from ltvlib.study.ltvs import profile_splits
 
     tv = profile_vanilla_tv_task_template(llama, "antonym", prof)
     es = EvalSet(llama, "antonym", profile_splits("antonym", prof).test, tail=None)

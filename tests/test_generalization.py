@@ -1,4 +1,4 @@
-"""ltvlib.generalization: sizes, similarity statistics, projections, the LTV's starting point, transfer."""
+"""ltvlib.study.generalization: sizes, similarity statistics, projections, the LTV's starting point, transfer."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from ltvlib import generalization as gen
 from ltvlib.evaluate import EvalSet, evaluate
-from ltvlib.experiments import ltv_accuracy, profile_splits
 from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector, train_ltv, with_config
-from ltvlib.profiles import get_profile
+from ltvlib.study import generalization as gen
+from ltvlib.study.ltvs import ltv_accuracy, profile_splits
+from ltvlib.study.profiles import get_profile
 from ltvlib.tasks import PAPER_TASKS, load_splits
 from tests.margins import PATH_GAP, smallest_margin
 

@@ -1,4 +1,5 @@
-"""Tests of ltvlib.linearity on tiny random models: the fitted map, the final-norm hooks, polar factors, lens."""
+"""Tests of ltvlib.analysis.linearity on tiny random models: the fitted map, the final-norm hooks, polar factors,
+lens."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from ltvlib.controls import random_like
-from ltvlib.inject import HookNotFiredError, VectorEdit, inject
-from ltvlib.linearity import (
+from ltvlib.analysis.controls import random_like
+from ltvlib.analysis.linearity import (
     LinearityConfig,
     ShiftProbe,
     add_before_final_norm,
@@ -27,6 +27,7 @@ from ltvlib.linearity import (
     task_alignment,
     vector_diagnostics,
 )
+from ltvlib.inject import HookNotFiredError, VectorEdit, inject
 from ltvlib.prompts import answer_ids, encode_prompts, pad_left
 from ltvlib.sites import decoder_layers
 from ltvlib.tasks import get_task, load_splits
@@ -301,8 +302,8 @@ def test_linearity_control_measures_every_draw(tiny):
 
 
 def test_profile_linearity_control_puts_the_constant_shift_beside_its_upper_bound(tmp_path, monkeypatch):
-    from ltvlib.linearity import linearity_config, profile_linearity, profile_linearity_control
-    from ltvlib.profiles import get_profile
+    from ltvlib.study.linearity import linearity_config, profile_linearity, profile_linearity_control
+    from ltvlib.study.profiles import get_profile
 
     monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
     lm = tiny_llama()
@@ -314,9 +315,9 @@ def test_profile_linearity_control_puts_the_constant_shift_beside_its_upper_boun
     assert ctl["ltv"]["cos_theta_Qtheta"] == pytest.approx(ref["cos_theta_Qtheta"], abs=1e-6)
     assert ctl["ltv"]["alignment_Qtheta"] == pytest.approx(ref["alignment"]["Q theta"], abs=1e-6)
     # the draws are random_like(theta, n_draws, seed + 2) at the LTV's layer
-    from ltvlib.controls import random_like
-    from ltvlib.experiments import profile_ltv, profile_splits
-    from ltvlib.linearity import label_token_ids
+    from ltvlib.analysis.controls import random_like
+    from ltvlib.analysis.linearity import label_token_ids
+    from ltvlib.study.ltvs import profile_ltv, profile_splits
 
     theta = profile_ltv(lm, "sst2", prof, layers=[1]).vectors[0].float()
     labels = label_token_ids(lm, "sst2", list(profile_splits("sst2", prof).test))
@@ -337,14 +338,14 @@ def test_profile_linearity_control_puts_the_constant_shift_beside_its_upper_boun
 
 
 def test_mechanism_plan_puts_label_space_tasks_first_and_sweeps_one():
-    from ltvlib.linearity import mechanism_plan
-    from ltvlib.profiles import get_profile
+    from ltvlib.study.linearity import mechanism_plan
+    from ltvlib.study.profiles import get_profile
     from ltvlib.tasks import get_task
 
     class Depth:
         n_layers, middle_layer = 30, 15
 
-    from ltvlib.experiments_extracted import ltv_layers
+    from ltvlib.study.extracted import ltv_layers
 
     cpu = mechanism_plan(Depth(), get_profile("cpu"))
     assert list(cpu) == ["trec", "sst2", "antonym"] and cpu["sst2"] == cpu["antonym"] == [15]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from dataclasses import replace
 
 import pytest
@@ -11,7 +10,10 @@ import torch
 
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.inject import VectorEdit, inject
-from ltvlib.myopic import (
+from ltvlib.kv_cache import compute_prefix, forward_tokens
+from ltvlib.prompts import pad_left, special_prefix
+from ltvlib.stats import Proportion
+from ltvlib.study.myopic import (
     DIRECTIONS,
     JUDGEMENTS,
     ABScores,
@@ -45,7 +47,6 @@ from ltvlib.myopic import (
     method_names,
     method_scores,
     metric_estimate,
-    replicate_rows,
     myopic_behaviour,
     myopic_sizes,
     open_question,
@@ -54,6 +55,7 @@ from ltvlib.myopic import (
     option_p_myopic,
     other_letter,
     parse_item,
+    replicate_rows,
     score_ab,
     score_option_text,
     steering_difference,
@@ -65,10 +67,7 @@ from ltvlib.myopic import (
     text_query,
     toward,
 )
-from ltvlib.prefix import compute_prefix, forward_tokens
-from ltvlib.profiles import get_profile
-from ltvlib.prompts import pad_left, special_prefix
-from ltvlib.stats import Proportion
+from ltvlib.study.profiles import get_profile
 from ltvlib.tasks import Example, get_task, load_splits
 
 
@@ -630,7 +629,7 @@ def test_steering_range_and_difference_on_synthetic_records():
 
 def test_random_vector_edits_keep_the_norm_and_site_and_depend_on_the_draw(llama):
     from ltvlib.ltv import LearnedTaskVector
-    from ltvlib.myopic import random_vector_edits
+    from ltvlib.study.myopic import random_vector_edits
 
     ltv = LearnedTaskVector(vectors=torch.randn(1, llama.d_model) * 3, layers=(1,), positions=(-1,), model="m",
                             task="myopic", recipe="fast", seed=2, shots=0, config=get_profile("smoke").recipe,

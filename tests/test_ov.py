@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltvlib.controls import random_like
-from ltvlib.heads import HeadPatch, o_proj, patch_heads
-from ltvlib.inject import VectorEdit, inject, record_residual
-from ltvlib.key_heads import LastTokenRunner
-from ltvlib.ov import (
+from ltvlib.analysis.controls import random_like
+from ltvlib.analysis.key_heads import LastTokenRunner
+from ltvlib.analysis.ov import (
     CONTROL_VARIANTS,
     OV_VARIANTS,
     NormScales,
@@ -23,7 +21,9 @@ from ltvlib.ov import (
     ov_reconstruction,
     paper_ov,
 )
-from ltvlib.prefix import forward_tokens
+from ltvlib.heads import HeadPatch, o_proj, patch_heads
+from ltvlib.inject import VectorEdit, inject, record_residual
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
 from ltvlib.sites import (
     attn_input_norm,
@@ -316,10 +316,11 @@ def test_chapter_helpers_label_the_paper_form_and_report_the_control(llama, cach
     """On a classification task: ov_experiment names its paper variant and gives label-restricted accuracy
     with intervals; ov_control_experiment is ov_control on the LTV's norm-matched draws (and cached);
     key_head_experiment carries the U-shape statistic of its key heads after the injection layer."""
-    from ltvlib.experiments import profile_ltv, profile_splits
-    from ltvlib.key_heads import key_head_experiment, last_token_runner
-    from ltvlib.ov import ov_control_experiment, ov_experiment
-    from ltvlib.profiles import get_profile
+    from ltvlib.analysis.key_heads import last_token_runner
+    from ltvlib.study.key_heads import key_head_experiment
+    from ltvlib.study.ltvs import profile_ltv, profile_splits
+    from ltvlib.study.ov import ov_control_experiment, ov_experiment
+    from ltvlib.study.profiles import get_profile
 
     prof = get_profile("smoke")
     ltv = profile_ltv(llama, "sst2", prof, layers=[0])

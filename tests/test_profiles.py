@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ltvlib.ltv import FAST_RECIPE, PAPER_RECIPE
-from ltvlib.profiles import PROFILES, get_profile
+from ltvlib.study.profiles import PROFILES, get_profile
 
 
 def test_each_profile_has_its_recipe():

@@ -1,6 +1,6 @@
 """Cached extracted task vectors (Vanilla TV, Function Vectors) and their layer curves, per profile.
 
-Like :mod:`ltvlib.experiments`, every function is keyed by (model, task, sizes, config, seed, code version) in
+Like :mod:`ltvlib.study.ltvs`, every function is keyed by (model, task, sizes, config, seed, code version) in
 the on-disk cache (:mod:`ltvlib.cache`): vectors in ``vectors/vanilla_tv`` and ``vectors/function_vector``,
 accuracies in ``results/extracted-curve``. Later chapters get the same vectors by calling the same function.
 
@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .baselines.function_vector import FunctionVector, FunctionVectorConfig, extract_function_vector
-from .baselines.vanilla_tv import (
+from ..baselines.function_vector import FunctionVector, FunctionVectorConfig, extract_function_vector
+from ..baselines.vanilla_tv import (
     VanillaTaskVector,
     VanillaTVConfig,
     extract_vanilla_tv,
@@ -26,13 +26,13 @@ from .baselines.vanilla_tv import (
     select_layer,
     vanilla_task,
 )
-from .cache import cache_path, cached_json, dependency_hash, task_key
-from .evaluate import EvalSet, evaluate
-from .experiments import profile_splits, task_contrast, task_mean, task_mean_difference
+from ..cache import cache_path, cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet, evaluate
+from ..sites import check_layer
+from ..stats import Estimate
+from ..tasks import get_task
+from .ltvs import profile_splits, task_contrast, task_mean, task_mean_difference
 from .profiles import Profile, sweep_layers
-from .sites import check_layer
-from .stats import Estimate
-from .tasks import get_task
 
 Method = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
 METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
@@ -254,7 +254,7 @@ def compare_at_layer(
     Returns:
         ``{"vanilla_form": the Vanilla TV form compared (:func:`better_vanilla_form`), "LTV", "FV",
         "Vanilla TV": task-average accuracies, "LTV − FV", "LTV − Vanilla TV": paired differences}``, each an
-        :class:`~ltvlib.stats.Estimate` (stratified bootstrap: :func:`ltvlib.experiments.task_contrast`).
+        :class:`~ltvlib.stats.Estimate` (stratified bootstrap: :func:`ltvlib.study.ltvs.task_contrast`).
     """
     if not tasks:
         raise ValueError(f"compare_at_layer: no task to compare at layer {layer}")

@@ -6,18 +6,18 @@ evaluations, are read back from the cache those chapters filled, and on any othe
 same way:
 
 - :func:`middle_layer_results`: chapter 01's baseline setting: zero-shot and ICL
-  (:func:`ltvlib.experiments.icl_accuracy`), the LTV at the middle layer (``profile_ltv`` +
+  (:func:`ltvlib.study.ltvs.icl_accuracy`), the LTV at the middle layer (``profile_ltv`` +
   ``ltv_accuracy``: *added* at the input of block ``L // 2``, last prompt token), and the extracted vectors
-  injected at the *output* of block ``L // 2`` (:func:`ltvlib.experiments_extracted.extracted_curve`, at
+  injected at the *output* of block ``L // 2`` (:func:`ltvlib.study.extracted.extracted_curve`, at
   :func:`extracted_layers`: chapter 01's layers for the sweep tasks, the middle layer alone for the others;
   Vanilla TV *replacing* the last-token state, its difference form and the Function Vector *added*).
 - :func:`sweep_results`: the same vectors across layers (LTVs at :func:`sweep_ltv_layers`, extracted vectors
   at chapter 01's :func:`table_layers`).
 - :func:`key_head_results`: chapter 04's ablation of the top 10 % of heads by saliency against random heads
-  (:func:`ltvlib.key_heads.key_head_experiment`, heads zeroed or mean-ablated at the last position).
+  (:func:`ltvlib.study.key_heads.key_head_experiment`, heads zeroed or mean-ablated at the last position).
 - :func:`linearity_results`: chapter 05's linear map ``W`` from the LTV at block ``l`` to the shift of the
   final-norm input, and the accuracy of ``W theta`` added there instead of the LTV
-  (:func:`ltvlib.linearity.profile_linearity`), at three layers (:func:`linearity_layers`).
+  (:func:`ltvlib.study.linearity.profile_linearity`), at three layers (:func:`linearity_layers`).
 
 :func:`check_code_paths` verifies on a real model that the shortcuts every chapter relies on (cached prompt
 prefixes, single-token passes from a middle block, the site table's norm and embedding conventions) give
@@ -40,7 +40,7 @@ adds to the stream, and :func:`function_vector_write` compares the FV with its h
 mean outputs and with the bare ``W_O`` terms (the size the FV had before the norm was taken into account).
 
 Sliding-window attention (Gemma 3: 512 tokens) limits the cached-prefix paths to prompts shorter than the
-window (:func:`ltvlib.prefix.forward_tokens` refuses longer ones). ICL references then fall back on full
+window (:func:`ltvlib.kv_cache.forward_tokens` refuses longer ones). ICL references then fall back on full
 forwards (exact, slower; :func:`icl_reference`); an extracted vector that cannot be computed is reported as
 missing with the reason (:func:`middle_layer_results`).
 """
@@ -54,23 +54,25 @@ from typing import Any
 
 import torch
 
-from .cache import cached_json, dependency_hash, task_key
-from .evaluate import EvalSet, evaluate
-from .experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
-from .experiments_extracted import extracted_curve, ltv_layers
-from .inject import VectorEdit, inject, record_residual
-from .key_heads import LastTokenRunner, key_head_experiment
-from .linearity import ShiftProbe, final_norm, linearity_plan, profile_linearity, record_final_norm_input
+from ..analysis.key_heads import LastTokenRunner
+from ..analysis.linearity import ShiftProbe, final_norm, record_final_norm_input
+from ..cache import cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet, evaluate
+from ..forward import PromptRunner
+from ..inject import VectorEdit, inject, record_residual
+from ..prompts import answer_ids, encode_prompts, pad_left
+from ..sites import norm_gain
+from ..tasks import load_splits
+from .extracted import extracted_curve, ltv_layers
+from .key_heads import key_head_experiment
+from .linearity import linearity_plan, profile_linearity
+from .ltvs import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
 from .profiles import Profile, sweep_layers
-from .prompts import answer_ids, encode_prompts, pad_left
-from .runner import PromptRunner
-from .sites import norm_gain
-from .tasks import load_splits
 
 EXTRACTED = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
 """The extracted-vector methods of chapter 01, in its column order."""
 
-_WINDOW_ERROR = "sliding attention window"  # ltvlib.prefix's message for prompts longer than the window
+_WINDOW_ERROR = "sliding attention window"  # ltvlib.kv_cache's message for prompts longer than the window
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,7 @@ def stream_rms(lm: Any, layers: list[int] | None = None, *, task: str = "antonym
 
 
 def icl_reference(lm: Any, task: str, shots: int, profile: Profile, *, seed: int = 0) -> dict[str, Any]:
-    """:func:`ltvlib.experiments.icl_accuracy`, or the same prompts run as full forwards when a prompt is
+    """:func:`ltvlib.study.ltvs.icl_accuracy`, or the same prompts run as full forwards when a prompt is
     longer than the model's sliding attention window (the cached-prefix path refuses those).
 
     Returns ``{"accuracy", "label_accuracy", "n", "path"}`` with ``path`` ``"cached prefix"`` or ``"full"``.
@@ -241,7 +243,7 @@ def middle_layer_results(lm: Any, task: str, profile: Profile, *, seed: int = 0)
         "vanilla_tv_difference", "function_vector"}`` -> accuracy (%; None where not computable), plus
         ``"icl_n"`` (shots -> test queries), ``"icl_path"`` (shots -> ``"cached prefix"`` or ``"full"``),
         ``"ltv_steps"``, ``"ltv_norm"`` and ``"missing"`` (method -> reason). The LTV's accuracy is its
-        measurement whether or not it trained: the chapter's :class:`ltvlib.ltv_report.LTVLedger` decides what is
+        measurement whether or not it trained: the chapter's :class:`ltvlib.study.ltv_report.LTVLedger` decides what is
         shown (:func:`middle_ltv` gives the vector).
     """
     mid = lm.middle_layer
@@ -359,25 +361,25 @@ def correct_at(lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 
     """Which test queries each method gets right with its vector at ``layer`` (cached).
 
     The profile's test queries of ``task`` (the same ones, in the same order, for every method): ``"zero-shot"``
-    (no vector, the task's template), ``"ltv"`` (the LTV trained at ``layer``, :func:`ltvlib.experiments.profile_ltv`,
+    (no vector, the task's template), ``"ltv"`` (the LTV trained at ``layer``, :func:`ltvlib.study.ltvs.profile_ltv`,
     added at the input of block ``layer``), ``"vanilla_tv"``, ``"vanilla_tv_difference"`` and
-    ``"function_vector"`` (chapter 01's vectors, :func:`ltvlib.experiments_extracted.extracted_curve`'s,
+    ``"function_vector"`` (chapter 01's vectors, :func:`ltvlib.study.extracted.extracted_curve`'s,
     at the output of block ``layer``). Their means are those functions' accuracies (tested).
 
     Returns:
         ``{method: [bool per query] or None (not computable here: a prompt longer than the sliding window)}``
         plus ``"n"`` (test queries).
     """
-    from .baselines.vanilla_tv import layer_accuracies
-    from .experiments import _test_set
-    from .experiments_extracted import (
+    from ..baselines.vanilla_tv import layer_accuracies
+    from ..forward import tail_needed
+    from .extracted import (
         _test_evalset,
         extracted_sizes,
         profile_function_vector,
         profile_vanilla_tv,
     )
+    from .ltvs import _test_set
     from .profiles import sweep_layers
-    from .runner import tail_needed
 
     splits = profile_splits(task, profile)
     sizes = extracted_sizes(profile)
@@ -415,7 +417,7 @@ def key_head_correct(lm: Any, task: str, profile: Profile, *, seed: int = 0, fra
     Returns:
         ``{"ltv": [bool], "key_zero": [bool], "random_zero": [[bool] per draw], "n_key", "n_heads", "n"}``.
     """
-    from .key_heads import head_accuracy, last_token_runner
+    from ..analysis.key_heads import head_accuracy, last_token_runner
 
     sizes = across_sizes(profile)
     splits = profile_splits(task, profile)
@@ -452,8 +454,8 @@ def attention_write_check(lm: Any, layers: list[int], *, task: str = "antonym", 
         "bare_ratio": |sum of the bare W_O terms| / |contribution| (mean over prompts: what the writes would be
         without the attention-output norm; 1 where there is none), "contribution_norm": mean |contribution|}}``.
     """
-    from .heads import head_writes, record_heads
-    from .sites import block, mlp_input_norm, o_proj
+    from ..heads import head_writes, record_heads
+    from ..sites import block, mlp_input_norm, o_proj
 
     splits = load_splits(task, n_train=600, n_val=400)
     rows = encode_prompts(lm.tokenizer, splits.task, splits.test[:n]).full_rows()
@@ -504,12 +506,12 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
     Every check injects a random vector (norm about that of the residual stream at the injection layer) at
     the last prompt token and compares, relative to the size of the reference (``max |a - b| / max |b|``):
 
-    - ``runner``: :class:`~ltvlib.runner.PromptRunner` on cached prefixes (3 shared demonstrations plus
+    - ``runner``: :class:`~ltvlib.forward.PromptRunner` on cached prefixes (3 shared demonstrations plus
       left-padded queries, the layout ICL evaluations use; then tail runs starting at the injection block)
       against full forwards: logits of the answer tokens (teacher forcing) and the gradient of the loss with
       respect to the vector;
-    - ``last_token``: :class:`~ltvlib.key_heads.LastTokenRunner` (chapter 04) against full forwards;
-    - ``shift_probe``: :class:`~ltvlib.linearity.ShiftProbe` (chapter 05, single-token passes from block
+    - ``last_token``: :class:`~ltvlib.analysis.key_heads.LastTokenRunner` (chapter 04) against full forwards;
+    - ``shift_probe``: :class:`~ltvlib.analysis.linearity.ShiftProbe` (chapter 05, single-token passes from block
       ``l``) against the final-norm input of a full forward;
     - ``embedding``: the residual stream entering block 0 against the embedding rows times
       ``sqrt(d_model)`` (if the site table says the architecture scales its embeddings) or 1, and against
@@ -522,7 +524,7 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
         "sliding_window": int | None (None: no sliding-window layers), "final_norm_input_rms": float}`` (the
         last means the RMS of the final norm's input at the last token with the vector injected).
     """
-    from .ltv import answer_loss
+    from ..ltv import answer_loss
 
     splits = load_splits(task, n_train=40, n_val=8)
     queries = list(splits.test[:n])
@@ -610,7 +612,7 @@ def function_vector_write(lm: Any, fv: Any) -> dict[str, float]:
         for an architecture without an attention-output norm the shares, the marginal effects and the terms
         are the same vector.
     """
-    from .sites import attn_output_norm, inverse_rms, o_proj
+    from ..sites import attn_output_norm, inverse_rms, o_proj
 
     means = fv.mean_outputs.to(device=lm.device, dtype=torch.float32)
     terms = torch.zeros(lm.d_model, dtype=torch.float64)
@@ -641,9 +643,11 @@ def function_vector_write(lm: Any, fv: Any) -> dict[str, float]:
 def clear_memory() -> None:
     """Drop the prompt sets, runners and probes that the measuring modules keep in memory between calls (they
     hold a reference to their model), so that a model deleted by the caller is freed before the next loads."""
-    from . import experiments, experiments_extracted, key_heads, linearity, ltv
+    from .. import ltv
+    from ..analysis import key_heads
+    from . import extracted, linearity, ltvs
 
-    for store in (experiments._TEST_SETS, experiments_extracted._EVALSETS, ltv._RUNNERS, key_heads._RUNNERS,
+    for store in (ltvs._TEST_SETS, extracted._EVALSETS, ltv._RUNNERS, key_heads._RUNNERS,
                   linearity._PROBES, linearity._EVALSETS):
         store.clear()
     gc.collect()

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from .cache import cached_json, task_key
-from .evaluate import EvalSet, evaluate
-from .ltv import LearnedTaskVector, cached_ltv
+from ..cache import cached_json, task_key
+from ..evaluate import EvalSet, evaluate
+from ..ltv import LearnedTaskVector, cached_ltv
+from ..stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
+from ..tasks import TaskSplits, get_task, load_splits
 from .profiles import Profile
-from .stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
-from .tasks import TaskSplits, get_task, load_splits
 
 # Bumped when the stored records gain a field (2: per-query "correct"), so an older record is not read back.
 RECORD_FORMAT = 2
@@ -105,7 +105,7 @@ def ltv_accuracy(lm: Any, ltv: LearnedTaskVector, profile: Profile, *, shots: in
            "format": RECORD_FORMAT}
 
     def compute() -> dict[str, Any]:
-        from .runner import tail_needed
+        from ..forward import tail_needed
 
         es = _test_set(lm, ltv.task, splits, shots, seed, profile.icl_demo_sets if shots else None,
                        tail_needed(ltv.positions))

@@ -2,7 +2,7 @@
 
 Every vector here is the paper's baseline LTV: one vector ``(d_model,)`` *added* to the residual stream entering
 the middle block ``L // 2`` at the last prompt position, trained on zero-shot prompts
-(:func:`ltvlib.experiments.profile_ltv`, the same cache entries as chapter 0; seed 0 is chapter 0's vector).
+(:func:`ltvlib.study.ltvs.profile_ltv`, the same cache entries as chapter 0; seed 0 is chapter 0's vector).
 Seeds change the initialisation and the order in which training queries are drawn, never the data split.
 
 - :func:`task_vectors` trains (or reads back) the LTVs of several tasks and seeds; :func:`stack_vectors`,
@@ -33,16 +33,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .cache import cached_json, dependency_hash, task_key
-from .controls import ControlSummary, random_like, summarise_control
-from .evaluate import EvalSet, evaluate
-from .inject import VectorEdit
-from .experiments import profile_ltv, profile_splits
-from .ltv import LearnedTaskVector
+from ..analysis.controls import ControlSummary, random_like, summarise_control
+from ..cache import cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet, evaluate
+from ..inject import VectorEdit
+from ..ltv import LearnedTaskVector
+from ..prompts import encode_prompts
+from ..stats import Estimate
+from ..tasks import PAPER_TASKS, get_task
+from .ltvs import profile_ltv, profile_splits
 from .profiles import Profile
-from .prompts import encode_prompts
-from .stats import Estimate
-from .tasks import PAPER_TASKS, get_task
 
 #: The paper's cross-task transfer number: the SNLI-trained LTV evaluated on RTE (Llama-3.1-8B), in %.
 PAPER_SNLI_TO_RTE = 46.21
@@ -96,7 +96,7 @@ GENERALIZATION_SIZES: dict[str, GeneralizationSizes] = {
 }
 """Per profile. ``cpu`` (chapter 06 held to about 8-10 minutes on two CPU cores, so that the book builds in
 about 90): chapter 0 has already trained every task's seed-0 vector, so the cost here is the extra seeds, the
-transfer evaluations and the composition vectors (:mod:`ltvlib.composition`). Measured single-threaded on the
+transfer evaluations and the composition vectors (:mod:`ltvlib.study.composition`). Measured single-threaded on the
 book's 2-core machine: a second seed costs 25-70 CPU seconds for the short-prompt tasks (Capital, Capitalize,
 Antonym, TREC; Antonym 54 s, a third seed still 30 s), about 100 s for SST-2 and for SNLI and over 300 s for
 RTE; the 7 x 7 transfer matrix about 4 minutes (each target's test prompts once, then about a second per
@@ -316,7 +316,7 @@ def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, profile: Pro
 
     The vector is added at its own sites (block input of its layer, its positions); the prompts, gold
     answers and metric are the target's. On the diagonal (``target == ltv.task``) the number equals
-    :func:`ltvlib.experiments.ltv_accuracy` (tested); it is computed here on the same cached prompts as the
+    :func:`ltvlib.study.ltvs.ltv_accuracy` (tested); it is computed here on the same cached prompts as the
     rest of the target's column rather than read from that function's cache, since those prompts must be run
     for the other sources anyway.
 
@@ -354,7 +354,7 @@ def random_transfer(
     lm: Any, ltv: LearnedTaskVector, target: str, profile: Profile, *, n_draws: int, seed: int = 0
 ) -> list[dict[str, Any]]:
     """The control of :func:`transfer_accuracy`: ``n_draws`` random vectors with ``ltv``'s norm per site
-    (:func:`ltvlib.controls.random_like`, seeded by ``seed``) injected where ``ltv`` goes, on ``target``'s
+    (:func:`ltvlib.analysis.controls.random_like`, seeded by ``seed``) injected where ``ltv`` goes, on ``target``'s
     test prompts (the same prompts, in the same order, as :func:`transfer_accuracy`'s). Cached.
 
     Returns:
@@ -433,7 +433,7 @@ def gap_interval(
 
 def gap_permutation(groups: Sequence[str], cos: Tensor, *, n_permutations: int = 999, seed: int = 0) -> ControlSummary:
     """The control of :func:`cluster_gap`: the same statistic with the group labels shuffled among the vectors
-    (:func:`ltvlib.controls.summarise_control`, one-sided ``"greater"``): what any grouping of these vectors
+    (:func:`ltvlib.analysis.controls.summarise_control`, one-sided ``"greater"``): what any grouping of these vectors
     into groups of these sizes gives."""
     rng = np.random.default_rng(seed)
     labels = list(groups)

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from .inject import Mode, Site, VectorEdit, inject, record_residual
-from .prefix import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
+from .kv_cache import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from .prompts import EncodedPrompts, pad_left, pad_right
 from .sites import check_layer
 
@@ -391,7 +391,7 @@ class PromptRunner:
                 raise ValueError(
                     f"injected position {p} (layer {edit.layer}) lies in the cached prefix: this runner recomputes "
                     f"only the last tail={self.tail} prompt tokens. Build the runner (the `tail` argument of "
-                    f"PromptRunner / EvalSet) with {need}; ltvlib.runner.tail_needed(positions) gives the tail "
+                    f"PromptRunner / EvalSet) with {need}; ltvlib.forward.tail_needed(positions) gives the tail "
                     f"that covers a set of positions"
                 )
 

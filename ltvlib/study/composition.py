@@ -41,16 +41,16 @@ from typing import Any
 
 import torch
 
-from .cache import cache_path, cached_json, dependency_hash
-from .controls import random_like
-from .experiments import profile_splits
+from ..analysis.controls import random_like
+from ..cache import cache_path, cached_json, dependency_hash
+from ..forward import PromptRunner
+from ..inject import VectorEdit
+from ..ltv import LearnedTaskVector, train_ltv
+from ..prompts import answer_ids, encode_prompts, sample_demos
+from ..tasks import Example, TaskSplits, get_task, load_splits
 from .generalization import initial_vectors
-from .inject import VectorEdit
-from .ltv import LearnedTaskVector, train_ltv
+from .ltvs import profile_splits
 from .profiles import Profile
-from .prompts import answer_ids, encode_prompts, sample_demos
-from .runner import PromptRunner
-from .tasks import Example, TaskSplits, get_task, load_splits
 
 EN_FR, MASC_FEM, COMPOSED = "gender_en_fr", "gender_masc_fem", "gender_composed"
 COMPONENTS: tuple[str, str] = (EN_FR, MASC_FEM)
@@ -345,7 +345,7 @@ COMPOSITION_SIZES: dict[str, CompositionSizes] = {
 """Per profile. The three tasks have 40-80 training queries of 5-10 tokens; one seed (three vectors, 32-40 steps
 each, then every method and the 4 x 4 grid of scales scored) took 124 single-threaded CPU seconds on the book's
 2-core machine, so ``cpu`` trains three seeds (about 6 CPU minutes; the intervals of the composition claim are
-over seeds and test pairs) beside the extra seeds and the transfer matrix of :mod:`ltvlib.generalization`;
+over seeds and test pairs) beside the extra seeds and the transfer matrix of :mod:`ltvlib.study.generalization`;
 ``paper`` five."""
 
 
@@ -366,7 +366,7 @@ def composition_result(
 
     Methods: ``zero-shot``; ``{k}-shot ICL`` (composed demonstrations); ``EN->FR`` and ``M->F`` (each component
     LTV alone); ``EN->FR + M->F`` (their sum); ``random (norm of the sum)`` (the control: a random vector with
-    the sum's norm at the same site, :func:`ltvlib.controls.random_like` seeded by ``7919 + seed``);
+    the sum's norm at the same site, :func:`ltvlib.analysis.controls.random_like` seeded by ``7919 + seed``);
     ``composed LTV`` (trained directly on the composed task, the upper reference). ``grid`` holds ``a * EN->FR + b * M->F`` for every pair of ``sizes.scales``.
 
     Returns:

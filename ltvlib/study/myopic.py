@@ -31,7 +31,7 @@ the bare letter ``A`` or ``B``. This module adds what the chapter needs around i
   95 % intervals (:mod:`ltvlib.stats`) and paired differences.
 - **Cached measurements.** :func:`method_scores` scores one method toward one direction on the balanced
   set: the LTV at the middle layer (:func:`direction_ltv`, early-stopped on letter-balanced validation
-  questions), the Vanilla TV and the Function Vector as in :mod:`ltvlib.experiments_extracted` (sizes from
+  questions), the Vanilla TV and the Function Vector as in :mod:`ltvlib.study.extracted` (sizes from
   :func:`extraction_configs`), k-shot ICL with demonstrations labelled toward the direction, and zero-shot;
   :func:`generation_examples` the free generations; both through :func:`ltvlib.cache.cached_json`.
 """
@@ -47,20 +47,20 @@ from typing import Any, Literal
 
 import torch
 
-from .baselines.function_vector import FunctionVectorConfig
-from .baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
-from .cache import cache_path, cached_json, dependency_hash, task_key
-from .controls import random_like
-from .evaluate import EvalSet
-from .experiments import profile_splits
-from .experiments_extracted import extracted_sizes, profile_function_vector
-from .inject import Mode, Site, VectorEdit, inject
-from .ltv import LearnedTaskVector, TrainConfig, train_ltv, with_config
-from .prefix import KVPrefix, forward_tokens
+from ..analysis.controls import random_like
+from ..baselines.function_vector import FunctionVectorConfig
+from ..baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
+from ..cache import cache_path, cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet
+from ..inject import Mode, Site, VectorEdit, inject
+from ..kv_cache import KVPrefix, forward_tokens
+from ..ltv import LearnedTaskVector, TrainConfig, train_ltv, with_config
+from ..prompts import answer_ids, pad_left, pad_right, special_prefix
+from ..stats import DEFAULT_RESAMPLES, Estimate, Proportion, paired_bootstrap_difference, seed_interval
+from ..tasks import Example, RowSpec, Task, TaskSplits, get_task, load_splits
+from .extracted import extracted_sizes, profile_function_vector
+from .ltvs import profile_splits
 from .profiles import Profile, sweep_layers
-from .prompts import answer_ids, pad_left, pad_right, special_prefix
-from .stats import DEFAULT_RESAMPLES, Estimate, Proportion, paired_bootstrap_difference, seed_interval
-from .tasks import Example, RowSpec, Task, TaskSplits, get_task, load_splits
 
 Direction = Literal["myopic", "non_myopic"]
 DIRECTIONS: tuple[str, ...] = ("myopic", "non_myopic")
@@ -465,7 +465,7 @@ def ltv_recipe(profile: Profile, sizes: MyopicSizes) -> TrainConfig:
 
 def extraction_configs(profile: Profile, sizes: MyopicSizes) -> tuple[VanillaTVConfig, FunctionVectorConfig]:
     """The Vanilla TV config (ICL prompts in the task's template, replace form) and the FV config: the
-    profile's (:data:`ltvlib.experiments_extracted.EXTRACTED_SIZES`), with ``sizes.extract_shots`` if set."""
+    profile's (:data:`ltvlib.study.extracted.EXTRACTED_SIZES`), with ``sizes.extract_shots`` if set."""
     ex = extracted_sizes(profile)
     vtv = replace(ex.vanilla_tv, template="task", form="replace")
     fv = ex.function_vector
@@ -482,7 +482,7 @@ def direction_vanilla_tv(
     the profile's sweep layers and the middle layer (cached in ``vectors/myopic_vanilla_tv``).
 
     The same recipe and (unless ``sizes.extract_shots`` is set) sizes as
-    :func:`ltvlib.flexibility.profile_vanilla_tv_task_template` (chapters 1-2);
+    :func:`ltvlib.study.flexibility.profile_vanilla_tv_task_template` (chapters 1-2);
     the layer choice is made here because :func:`ltvlib.baselines.vanilla_tv.select_layer` looks the task up
     by name in the registry, which does not hold the non-myopic variant. Same rule: the best validation
     first-token accuracy, ties to the earliest layer.
@@ -525,7 +525,7 @@ def direction_ltv(
 ) -> LearnedTaskVector:
     """The LTV toward ``direction``: one vector *added* to the residual stream *entering* the middle block at
     the last prompt position (shape ``(1, d_model)``), trained with the profile's recipe on zero-shot prompts
-    (:func:`ltvlib.ltv.train_ltv`, as :func:`ltvlib.experiments.profile_ltv` does) on :func:`ltv_splits`.
+    (:func:`ltvlib.ltv.train_ltv`, as :func:`ltvlib.study.ltvs.profile_ltv` does) on :func:`ltv_splits`.
     Cached in ``vectors/myopic_ltv``.
     """
     dtask = direction_task(sizes.task, direction)
@@ -556,7 +556,7 @@ RANDOM_SEED_BASE = 7919
 
 def random_vector_edits(ltv: LearnedTaskVector, draw: int) -> list[VectorEdit]:
     """The LTV's edits with each site's vector replaced by a random one of the same norm
-    (:func:`ltvlib.controls.random_like`), draw ``draw`` (seeded by the LTV's seed and the draw)."""
+    (:func:`ltvlib.analysis.controls.random_like`), draw ``draw`` (seeded by the LTV's seed and the draw)."""
     if draw < 0:
         raise ValueError(f"draw must be non-negative, got {draw}")
     vec = random_like(ltv.vectors.float(), 1, RANDOM_SEED_BASE + 1000 * int(ltv.seed) + int(draw))[0]

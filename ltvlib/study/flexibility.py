@@ -11,7 +11,7 @@ each setting is a :class:`Setting`: injection layers, prompt positions and demon
   from the last (``-1`` = the last token). The paper's ``P={4}`` is read as position ``4`` from the start;
   in the zero-shot prompt ``Q: {x}\\nA:`` of a one-token query that is the ``A`` token (on a model that adds
   BOS it is the last query token or the newline). A non-final position caches each prompt up to that
-  position and recomputes the rest (:class:`~ltvlib.runner.PositionTail`); only a position inside a shared
+  position and recomputes the rest (:class:`~ltvlib.forward.PositionTail`); only a position inside a shared
   demonstration block forces full forwards.
 - *LTV*: one independent vector per (layer, position) pair, *added* at the input of each block
   (:func:`ltvlib.ltv.train_ltv`), all trained jointly with the model frozen; in the ICL setting it is
@@ -39,19 +39,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .baselines.function_vector import FunctionVector
-from .baselines.vanilla_tv import VanillaTaskVector
-from .cache import cached_json, dependency_hash, task_key
-from .evaluate import EvalSet, evaluate
-from .experiments import profile_ltv, profile_splits, task_contrast
-from .experiments_extracted import extracted_sizes, profile_function_vector, profile_vanilla_tv
-from .inject import Mode, Site, VectorEdit
-from .ltv import LearnedTaskVector
+from ..baselines.function_vector import FunctionVector
+from ..baselines.vanilla_tv import VanillaTaskVector
+from ..cache import cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet, evaluate
+from ..forward import tail_needed
+from ..inject import Mode, Site, VectorEdit
+from ..ltv import LearnedTaskVector
+from ..sites import check_layer
+from ..stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_interval
+from ..tasks import PAPER_TASKS, TaskSplits, get_task, load_splits
+from .extracted import extracted_sizes, profile_function_vector, profile_vanilla_tv
+from .ltvs import profile_ltv, profile_splits, task_contrast
 from .profiles import Profile, sweep_layers
-from .runner import tail_needed
-from .sites import check_layer
-from .stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_interval
-from .tasks import PAPER_TASKS, TaskSplits, get_task, load_splits
 
 ExtractedMethod = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
 EXTRACTED_METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
@@ -174,7 +174,7 @@ def check_setting(lm: Any, task: str, setting: Setting, profile: Profile) -> Set
     Negative layers are resolved to their index. Positions must lie inside the shortest zero-shot prompt
     (non-negative ones from its first token, negative ones from its last).
     """
-    from .prompts import encode_prompts
+    from ..prompts import encode_prompts
 
     layers = tuple(check_layer(l, lm.n_layers) for l in setting.layers)
     if len(set(layers)) != len(layers) or len(set(setting.positions)) != len(setting.positions):
@@ -244,7 +244,7 @@ class FlexSizes:
             0 = none).
         layer_steps: the multi-layer settings (:func:`table1_settings`): 4 is the paper's column, 2 its text.
         seeds: training seeds of the LTVs of every setting but the baseline, offset by the chapter's ``seed``
-            (the baseline column's are the profile's headline seeds, :func:`ltvlib.experiments.headline_seeds`:
+            (the baseline column's are the profile's headline seeds, :func:`ltvlib.study.ltvs.headline_seeds`:
             the middle-layer vectors chapters 00 and 01 train, read back from the shared cache).
         n_test: test queries per task, zero-shot and k-shot alike (the same queries, so every column pairs
             with the baseline); None = the profile's ``n_test``.
@@ -376,7 +376,7 @@ class SettingResult:
 
     def accuracy(self, method: str) -> float:
         """Mean correctness of ``method`` over its rows and queries (untrained LTVs included: gate them with
-        :class:`ltvlib.ltv_report.LTVLedger` before showing)."""
+        :class:`ltvlib.study.ltv_report.LTVLedger` before showing)."""
         return float(self.correct[method].mean())
 
 
@@ -391,12 +391,12 @@ def setting_result(
 ) -> SettingResult:
     """The LTVs trained for ``setting`` and the extracted vectors injected there, scored on the same queries.
 
-    The LTVs come from :func:`ltvlib.experiments.profile_ltv` (shared disk cache: the baseline's are chapter
+    The LTVs come from :func:`ltvlib.study.ltvs.profile_ltv` (shared disk cache: the baseline's are chapter
     00's; trained on ``setting.shots``-shot prompts), one per training seed of ``seeds``. The extracted
-    vectors (:func:`profile_vanilla_tv_task_template`, :func:`ltvlib.experiments_extracted.
+    vectors (:func:`profile_vanilla_tv_task_template`, :func:`ltvlib.study.extracted.
     profile_function_vector`, extraction seed ``seed``) go where :func:`extracted_edits` says. Every method
     is evaluated on one :class:`~ltvlib.evaluate.EvalSet` of the first ``n_test`` test queries
-    (:func:`flex_splits`), cached up to each prompt's earliest injected position (:func:`ltvlib.runner.
+    (:func:`flex_splits`), cached up to each prompt's earliest injected position (:func:`ltvlib.forward.
     tail_needed`: a per-row tail for ``P={4}``); demonstrations of a k-shot setting are the profile's fixed
     blocks drawn with ``seed``. For a k-shot setting the LTVs trained on zero-shot prompts for the same sites
     (seeds ``zero_shot_seeds``, default ``seeds``) are scored on the k-shot prompts too.
@@ -460,7 +460,7 @@ def setting_result(
 # ------------------------------------------------------------------------------------ means over tasks
 #
 # Table 1 reports each column as the mean over tasks of each task's accuracy. Its interval is the stratified
-# bootstrap of :func:`ltvlib.experiments.task_contrast`: every task's queries (and, with several training seeds,
+# bootstrap of :func:`ltvlib.study.ltvs.task_contrast`: every task's queries (and, with several training seeds,
 # its seeds) are resampled within that task, the per-task means averaged with equal weights. A difference of two
 # methods (or of a column and a multiple of the baseline) draws the same queries for both within each task.
 
@@ -471,7 +471,7 @@ def task_mean_contrast(
     rows: tuple[str, str] = ("auto", "auto"),
 ) -> Estimate:
     """The mean over tasks of ``a``'s accuracy, minus ``weight`` times ``b``'s, with a task-stratified paired
-    bootstrap interval (:func:`ltvlib.experiments.task_contrast`).
+    bootstrap interval (:func:`ltvlib.study.ltvs.task_contrast`).
 
     Args:
         a, b: task -> per-query correctness, shape (queries,) or (seeds, queries); ``b`` (if given) must have

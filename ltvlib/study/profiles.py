@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .ltv import FAST_RECIPE, PAPER_RECIPE, RECIPES, TrainConfig, with_config
-from .tasks import PAPER_TASKS
+from ..ltv import FAST_RECIPE, PAPER_RECIPE, RECIPES, TrainConfig, with_config
+from ..tasks import PAPER_TASKS
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Profile:
             ``paper``: the released recipe). Choose another with :func:`get_profile`'s ``recipe``.
         n_sweep_layers: layers in a layer sweep (None = every layer).
         headline_seeds: training seeds of the headline middle-layer LTVs of chapters 00 and 01 (offsets to a
-            chapter's ``seed``; :func:`ltvlib.experiments.headline_seeds`): ``cpu`` and ``paper`` train three, so
+            chapter's ``seed``; :func:`ltvlib.study.ltvs.headline_seeds`): ``cpu`` and ``paper`` train three, so
             an interval across seeds covers training noise as well as the test queries; later chapters reuse
             the same vectors from the cache.
     """
