@@ -19,7 +19,7 @@ token (teacher forcing). It chooses between two exact paths:
 Layouts (columns left to right): full ``[pad][shared][row][answer]``; tail
 ``[shared][pad][row minus tail][pad][tail][answer]`` (the second padding only when the rows' tails differ, so
 that every row's last prompt token is in the same column). Positions come from the attention mask, so both layouts
-give the same numbers up to floating-point rounding (``tests/test_runner.py``).
+give the same numbers up to floating-point rounding (``tests/test_forward.py``).
 """
 
 from __future__ import annotations

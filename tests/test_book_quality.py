@@ -400,7 +400,6 @@ def claim_record_problems(sheet: dict, source: str = "sheet") -> list[str]:
 
 def _claim(**kw: object) -> dict:
     from ltvlib.book.scorecard import Claim, direction_rule, not_testable
-
     from ltvlib.stats import proportion_estimate
 
     est = proportion_estimate(120, 200)
@@ -531,9 +530,8 @@ def output_text(nb: dict) -> str:
 def interpretation_problems(nb: dict, sheet: dict, source: str = "chapter") -> list[str]:
     """Issue 16, point 3: each interpretation an executed chapter shows (``interpret(...)``'s hidden marker)
     names a claim of the chapter's own sheet and that claim's verdict; every claim has at least one."""
-    from ltvlib.book.scorecard import interpretation_markers
-
     from ltvlib.book.runner import verdict_slug
+    from ltvlib.book.scorecard import interpretation_markers
 
     verdicts = {c["key"]: verdict_slug(c["verdict"]) for c in sheet.get("claims") or []}
     markers = interpretation_markers(output_text(nb))

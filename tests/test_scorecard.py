@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
+from ltvlib.book import runner as book
 from ltvlib.book.scorecard import (
     PAPER_CLAIMS,
     VERDICT_LEVELS,
@@ -30,8 +32,6 @@ from ltvlib.book.scorecard import (
     verdict_counts,
     verdict_of,
 )
-
-from ltvlib.book import runner as book
 from ltvlib.stats import Estimate, paired_bootstrap_difference, seed_interval
 
 REPO = Path(__file__).resolve().parents[1]
@@ -445,6 +445,7 @@ def test_interpret_picks_the_text_of_the_recorded_verdict_and_marks_it() -> None
 
 def test_interpret_refuses_missing_levels_and_missing_values() -> None:
     import pytest
+
     from ltvlib.book.scorecard import direction_rule, interpret
     claim = _claim_with(direction_rule(0.2, (0.1, 0.3)))
     with pytest.raises(ValueError, match="no interpretation for the verdict level"):
