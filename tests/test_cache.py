@@ -421,3 +421,22 @@ def test_editing_analysis_study_or_book_keeps_the_trainer_key(package_copy: Path
     _touch_source(package_copy, "ltv.py")
     assert cache.code_version() != version
     assert cache.dependency_hash("ltvlib.ltv") != trainer
+
+
+def test_layers_import_one_way() -> None:
+    """core (top level, baselines/) imports none of analysis/, study/, book/; analysis/ imports no study/ or book/;
+    study/ no book/: what each layer's results depend on stays below it."""
+    allowed = {"core": {"baselines"}, "analysis": {"baselines", "analysis"},
+               "study": {"baselines", "analysis", "study"}, "book": {"baselines", "book"}}
+    seen = set()
+    for path in sorted(cache._PKG_DIR.rglob("*.py")):
+        rel = path.relative_to(cache._PKG_DIR)
+        if "__pycache__" in rel.parts or rel.name == "__main__.py":
+            continue
+        folder = rel.parts[0] if len(rel.parts) > 1 else "core"
+        layer = "core" if folder == "baselines" else folder
+        seen.add(layer)
+        module = ".".join(("ltvlib", *rel.with_suffix("").parts)).removesuffix(".__init__")
+        folders = {p.split("/")[0] for p in cache.import_closure(module) if "/" in p}
+        assert folders <= allowed[layer], (module, sorted(folders - allowed[layer]))
+    assert seen == set(allowed)
