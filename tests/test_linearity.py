@@ -299,7 +299,3 @@ def test_linearity_control_measures_every_draw(tiny):
     assert cheap["draws"][0]["cos_mean_shift"] == res["draws"][0]["cos_mean_shift"]
     with pytest.raises(ValueError, match="draws of shape"):
         linearity_control(probe, 1, theta, token_ids, draws[0], config)
-
-
-
-

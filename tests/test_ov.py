@@ -304,7 +304,3 @@ def test_ov_control_gives_each_draw_an_accuracy_with_its_interval(tiny):
     assert res["ltv"]["label_accuracy"] is None and set(res["summary"]) == {"accuracy"}
     with pytest.raises(ValueError, match="draws of shape"):
         ov_control(tiny, runner, theta, 1, draws[0])
-
-
-
-

@@ -237,8 +237,6 @@ def test_bad_methods_are_refused():
         pc.Method("x", "lora", 1e-3, targets=("up_proj",))
 
 
-
-
 def test_prefix_starts_as_the_models_own_keys_and_values(tiny):
     # initialised from random tokens' keys/values: before training, prefix + prompt = the model on tokens + prompt
     method = next(m for m in all_methods(tiny) if m.name == "prefix-10")
@@ -327,7 +325,3 @@ def test_race_curve_averages_the_seeds_still_running():
     assert all(p["low"] <= p["val_accuracy"] <= p["high"] for p in curve)
     assert curve[1]["high"] - curve[1]["low"] < pc.race_curve([run([0.5, 0.5])], n_val=4)[1]["high"] - pc.race_curve(
         [run([0.5, 0.5])], n_val=4)[1]["low"]  # pooled over two seeds: narrower than one
-
-
-
-

@@ -336,4 +336,3 @@ def ov_control(
         if own[key] is not None:
             summary[key] = summarise_control(own[key]["value"], [r[key]["value"] for r in rows]).to_dict()
     return {"variant": variant, "layer": layer, "ltv": own, "draws": rows, "summary": summary}
-

@@ -37,15 +37,11 @@ def _flags(result: dict[str, Any]) -> dict[str, list[int] | None]:
     return {"full": [int(c) for c in result["correct"]], "label": None if label is None else [int(c) for c in label]}
 
 
-
-
 def vector_key(ltv: Any) -> dict[str, Any]:
     """What identifies a trained vector in a result key: its metadata, a checksum of its values and its task's
     definition and data (the queries' gold answers come from them)."""
     return {"ltv": ltv.metadata() | {"curve": None}, "task": task_key(ltv.task), "vector_sum": float(ltv.vectors.double().sum()),
             "vector_abs": float(ltv.vectors.double().abs().sum())}
-
-
 
 
 def profile_saliency(lm: Any, ltv: Any, queries: Sequence[Example]) -> dict[str, Any]:
@@ -58,8 +54,6 @@ def profile_saliency(lm: Any, ltv: Any, queries: Sequence[Example]) -> dict[str,
         return {"saliency": head_saliency(lm, runner, ltv.edits()).tolist(), "n": len(runner)}
 
     return cached_json("key-heads/saliency", key, compute)
-
-
 
 
 def key_head_experiment(
@@ -134,4 +128,3 @@ def key_head_experiment(
         return out
 
     return cached_json("key-heads/ablation", key, compute)
-

@@ -47,15 +47,11 @@ LINEARITY_SIZES: dict[str, LinearityConfig] = {
 }
 
 
-
-
 def linearity_config(profile: Profile) -> LinearityConfig:
     """The fit sizes of ``profile``; raises ``ValueError`` for a profile without an entry."""
     if profile.name not in LINEARITY_SIZES:
         raise ValueError(f"no linearity sizes for profile {profile.name!r}; known: {', '.join(LINEARITY_SIZES)}")
     return LINEARITY_SIZES[profile.name]
-
-
 
 
 def linearity_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
@@ -77,8 +73,6 @@ def linearity_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
     if profile.name == "smoke":
         return {"antonym": [mid, n - 1]}
     raise ValueError(f"no linearity plan for profile {profile.name!r}")
-
-
 
 
 def mechanism_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
@@ -108,14 +102,10 @@ def mechanism_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
     raise ValueError(f"no linearity plan for profile {profile.name!r}")
 
 
-
-
 _PROBES: dict[tuple, ShiftProbe] = {}
 
 
 _EVALSETS: dict[tuple, EvalSet] = {}
-
-
 
 
 def _memo(store: dict, key: tuple, build: Any, keep: int = 2) -> Any:
@@ -124,8 +114,6 @@ def _memo(store: dict, key: tuple, build: Any, keep: int = 2) -> Any:
             store.pop(next(iter(store)))
         store[key] = build()
     return store[key]
-
-
 
 
 def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 0, k: int = 8) -> dict[str, Any]:
@@ -217,8 +205,6 @@ def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed:
     return cached_json("linearity", key, compute)
 
 
-
-
 def profile_linearity_control(
     lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 0, n_draws: int = 5, fit: bool = True,
 ) -> dict[str, Any]:
@@ -265,4 +251,3 @@ def profile_linearity_control(
                 "seconds": time.perf_counter() - start}
 
     return cached_json("linearity/control", key, compute)
-

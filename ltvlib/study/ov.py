@@ -53,8 +53,6 @@ def ov_control_experiment(
     return cached_json("ov/control", key, compute)
 
 
-
-
 # --------------------------------------------------------------------------------------------------------
 # Chapter-level helper (cached)
 # --------------------------------------------------------------------------------------------------------
@@ -115,4 +113,3 @@ def ov_experiment(lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[
         }
 
     return cached_json("ov/accuracy", key, compute)
-

@@ -70,8 +70,6 @@ def compare_sizes(profile: Any) -> CompareSizes:
     raise ValueError(f"unknown profile {name!r}; allowed: smoke, cpu, paper")
 
 
-
-
 def _key(lm: Any, task: str, method: Method, sizes: CompareSizes, seed: int) -> dict[str, Any]:
     import peft
     import transformers
@@ -79,8 +77,6 @@ def _key(lm: Any, task: str, method: Method, sizes: CompareSizes, seed: int) -> 
     return {"model": lm.name, "device": lm.device.type, "task": task_key(task), "method": asdict(method),
             "sizes": asdict(sizes), "seed": seed, "source": dependency_hash(__name__),
             "peft": peft.__version__, "transformers": transformers.__version__}
-
-
 
 
 def compare_method(lm: Any, task: str, method: Method, sizes: CompareSizes, *, seed: int = 0,
@@ -104,8 +100,6 @@ def compare_method(lm: Any, task: str, method: Method, sizes: CompareSizes, *, s
         return result
 
     return cached_json("peft-compare", key, compute)
-
-
 
 
 def library_ltv(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, profile: Any = None) -> tuple[LearnedTaskVector, str]:
@@ -133,8 +127,6 @@ def library_ltv(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, profi
     return ltv, "train_ltv"
 
 
-
-
 def library_ltv_result(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, profile: Any = None) -> dict[str, Any]:
     """Test accuracy (``ltvlib.evaluate``) of :func:`library_ltv`, with its steps and training seconds."""
     ltv, source = library_ltv(lm, task, sizes, seed=seed, profile=profile)
@@ -154,8 +146,6 @@ def library_ltv_result(lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0
     return result
 
 
-
-
 def compare_task(lm: Any, task: str, methods: Sequence[Method], sizes: CompareSizes, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None, memory: bool | None = None) -> list[dict[str, Any]]:
     """Every method on one task (one cached result each); the prompts are built once."""
@@ -168,8 +158,6 @@ def compare_task(lm: Any, task: str, methods: Sequence[Method], sizes: CompareSi
         results.append(compare_method(lm, task, method, sizes, seed=seed, prepared=prepared, progress=progress,
                                       memory=memory))
     return results
-
-
 
 
 def race(lm: Any, tasks: Sequence[str], methods: Sequence[Method], sizes: CompareSizes, seeds: Sequence[int], *,
