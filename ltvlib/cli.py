@@ -34,8 +34,8 @@ from .tasks import DataFileError, Example, Task, TaskSplits, check_label_tokens,
 
 PROG = "python -m ltvlib"
 DEFAULT_MODEL = "smollm2-135m"
-# k-shot prompts draw their demonstrations as this many fixed blocks, shared by the queries in turn (the cpu
-# profile's choice): each block's keys and values are computed once.
+# k-shot prompts draw their demonstrations as this many fixed blocks, shared by the queries in turn (the book's
+# `cpu` runs draw 8 too): each block's keys and values are computed once.
 ICL_DEMO_SETS = 8
 
 EPILOG = f"""\

@@ -23,13 +23,13 @@ def test_chapter_helpers_label_the_paper_form_and_report_the_control(llama, cach
     key_head_experiment carries the U-shape statistic of its key heads after the injection layer."""
     from ltvlib.analysis.key_heads import last_token_runner
     from ltvlib.study.key_heads import key_head_experiment
-    from ltvlib.study.ltvs import profile_ltv, profile_splits
+    from ltvlib.study.ltvs import task_splits, trained_ltv
     from ltvlib.study.ov import ov_control_experiment, ov_experiment
-    from ltvlib.study.profiles import get_profile
+    from ltvlib.study.plans import get_profile, run_sizes
 
-    prof = get_profile("smoke")
-    ltv = profile_ltv(llama, "sst2", prof, layers=[0])
-    splits = profile_splits("sst2", prof)
+    run = run_sizes(get_profile("smoke"))
+    ltv = trained_ltv(llama, "sst2", run, layers=[0])
+    splits = task_splits("sst2", run)
     queries, test = list(splits.validation[:6]), list(splits.test)
     res = ov_experiment(llama, ltv, queries, test)
     assert res["paper_variant"] == "ov_raw" and res["variants"]["ov_raw"] == "paper"

@@ -1,4 +1,4 @@
-"""Tests of ltvlib.study.peft_compare: the race's sizes per profile, the cached runs, the memory subprocess."""
+"""Tests of ltvlib.study.peft_compare: the cached runs, the memory subprocess."""
 
 from __future__ import annotations
 
@@ -13,36 +13,17 @@ from ltvlib.study import peft_compare as study_pc
 SCHEDULE = with_config(FAST_RECIPE, batch_size=4, samples_per_epoch=8, epochs=2, patience=5)
 
 
-def test_unknown_profile_is_refused():
-    with pytest.raises(ValueError, match="unknown profile"):
-        study_pc.compare_sizes("huge")
-
-
 @pytest.mark.realmodel
 def test_memory_in_a_fresh_process():
     # the CPU path of compare_method: one subprocess per method, peaks reset between inference and training
-    sizes = study_pc.compare_sizes("smoke")
+    from ltvlib.study.plans import compare_sizes, get_profile
+
+    sizes = compare_sizes(get_profile("smoke"))
     method = pc.Method("ltv", "ltv", 0.1)
     mem = pc.measure_memory("smollm2-135m", "cpu", {"task": "antonym", "sizes": asdict(sizes)}, method,
                             sizes.schedule, 0, 4)
     # the model's float32 weights alone are over 500 MB once paged in
     assert 500 < mem["base_mb"] <= mem["peak_infer_mb"] and mem["peak_train_mb"] >= mem["base_mb"]
-
-
-def test_race_sizes_follow_the_profile_and_its_recipe():
-    from ltvlib.ltv import PAPER_RECIPE
-    from ltvlib.study.profiles import get_profile
-
-    cpu = study_pc.compare_sizes("cpu")
-    assert cpu.n_test >= 200 and cpu.schedule.lr == pytest.approx(2.7) and not cpu.schedule.relative_to_stream
-    rule = cpu.stopping_rule()  # one rule for every method: once per epoch, stop at the first validation without a gain
-    assert (rule.val_every, rule.patience, rule.after_gain) == (cpu.schedule.samples_per_epoch, 1, True)
-    paper = study_pc.compare_sizes("paper")
-    assert paper.stopping_rule() == pc.StoppingRule.from_config(paper.schedule)
-    paper_recipe = study_pc.compare_sizes(get_profile("cpu", recipe="paper"))
-    assert paper_recipe.schedule == PAPER_RECIPE and paper_recipe.n_test == cpu.n_test
-    smoke = study_pc.compare_sizes(get_profile("smoke", recipe="paper"))
-    assert smoke.schedule.recipe == "paper" and smoke.schedule.batch_size == 1 and smoke.schedule.lr == PAPER_RECIPE.lr
 
 
 def test_race_runs_every_method_and_seed_on_the_same_queries(tiny, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ last token, so each measurement below costs one single-token forward per query.
 - :func:`attention_stats`: per head, the attention the last position pays to the first real token (the
   "sink"; left padding is skipped) and to itself (the final position).
 
-The chapter-level helpers built on these (:mod:`ltvlib.study.key_heads`: ``profile_saliency``,
+The chapter-level helpers built on these (:mod:`ltvlib.study.key_heads`: ``cached_saliency``,
 ``key_head_experiment``) cache their results with :func:`ltvlib.cache.cached_json`, keyed by the vector, the
 query sets and the source of the code they depend on.
 """

@@ -34,7 +34,7 @@ The measured quantity (the paper's high-level claim, Section "linear propagation
   query's own shift. :func:`linearity_control`: the same diagnostics for random vectors of ``theta``'s norm
   at the same layer; ``W`` is fitted around each vector from its own perturbations, so each draw costs one
   fit (``n_draws`` sets the cost; ``fit=False`` keeps the fit-free measurements). Chapter-level, cached:
-  :func:`ltvlib.study.linearity.profile_linearity_control`.
+  :func:`ltvlib.study.linearity.cached_linearity_control`.
 """
 
 from __future__ import annotations

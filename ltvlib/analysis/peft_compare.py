@@ -126,7 +126,7 @@ class Method:
 # batch-32 training). The adapters' are the high end of their customary ranges, because the schedules here
 # are short (tens to a hundred steps): peft's prompt/prefix-tuning examples use 1e-2 to 3e-2, LoRA
 # fine-tunes 1e-4 to 1e-3 over thousands of steps; at 1e-3, rank-1 LoRA on SmolLM2 barely moved its loss in
-# the cpu profile's 16 steps (8.43 -> 8.39 on Antonym), so LoRA gets 1e-2.
+# chapter 03's 16-step cpu race (8.43 -> 8.39 on Antonym), so LoRA gets 1e-2.
 LTV_LR = absolute_recipe(FAST_RECIPE).lr  # the fast recipe's steps are stream-relative; this trainer's are absolute
 PROMPT_LR = 3e-2
 PREFIX_LR = 3e-2

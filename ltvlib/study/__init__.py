@@ -1,3 +1,3 @@
-"""What each chapter measures: the profiles (smoke / cpu / paper) and the sizes, layers and tasks they set, the
-trained LTVs, extracted vectors and ICL references per profile, and the cached measurements the chapters share.
-The only part of the library that reads a profile (with the book runner, which passes it to the chapters)."""
+"""What each chapter measures: :mod:`ltvlib.study.plans` turns a chapter's ``profile`` and ``recipe`` parameters
+into concrete sizes, layers, tasks and seeds (the only module that reads a profile); the other modules take those
+values and return the trained LTVs, extracted vectors, ICL references and cached measurements the chapters share."""

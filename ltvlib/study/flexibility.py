@@ -24,10 +24,10 @@ each setting is a :class:`Setting`: injection layers, prompt positions and demon
 - *FV* (:mod:`ltvlib.baselines.function_vector`): one vector per task; the *same* vector is *added* at the
   output of every block and every position of the setting (so ``n`` sites add it ``n`` times).
 - *ICL setting*: the setting's sites, on ``shots``-shot prompts whose demonstrations come from the
-  training split (the profile's fixed demonstration blocks); the extracted vectors are the zero-shot ones.
+  training split (the run's fixed demonstration blocks); the extracted vectors are the zero-shot ones.
 
 Each method keeps its own paper's site (LTV: block input; extracted vectors: block output), as in chapter 1.
-Results are cached by :func:`setting_result` (key: model, task, setting, profile sizes, extraction configs,
+Results are cached by :func:`setting_result` (key: model, task, setting, run sizes, extraction configs,
 seed, and the source of this module and of the extraction modules).
 """
 
@@ -48,10 +48,9 @@ from ..inject import Mode, Site, VectorEdit
 from ..ltv import LearnedTaskVector
 from ..sites import check_layer
 from ..stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_interval
-from ..tasks import PAPER_TASKS, TaskSplits, get_task, load_splits
-from .extracted import extracted_sizes, profile_function_vector, profile_vanilla_tv
-from .ltvs import profile_ltv, profile_splits, task_contrast
-from .profiles import Profile, sweep_layers
+from ..tasks import TaskSplits, get_task, load_splits
+from .extracted import cached_function_vector, cached_vanilla_tv
+from .ltvs import RunSizes, sweep_with_middle, task_contrast, task_splits, trained_ltv
 
 ExtractedMethod = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
 EXTRACTED_METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
@@ -168,7 +167,7 @@ def late_settings(n_layers: int, k: int | None = 3) -> list[Setting]:
     return [Setting(f"late{l}", f"P={{-1}}, L={{{l}}}", (l,), (-1,)) for l in late_layers(n_layers, k)]
 
 
-def check_setting(lm: Any, task: str, setting: Setting, profile: Profile) -> Setting:
+def check_setting(lm: Any, task: str, setting: Setting, run_sizes: RunSizes) -> Setting:
     """``setting`` if every site exists in ``lm`` and in every prompt of ``task``; else ``ValueError``.
 
     Negative layers are resolved to their index. Positions must lie inside the shortest zero-shot prompt
@@ -179,7 +178,7 @@ def check_setting(lm: Any, task: str, setting: Setting, profile: Profile) -> Set
     layers = tuple(check_layer(l, lm.n_layers) for l in setting.layers)
     if len(set(layers)) != len(layers) or len(set(setting.positions)) != len(setting.positions):
         raise ValueError(f"setting {setting.name!r} repeats a layer or position: {setting.layers}, {setting.positions}")
-    splits = profile_splits(task, profile)
+    splits = task_splits(task, run_sizes)
     rows = encode_prompts(lm.tokenizer, get_task(task), [*splits.train, *splits.validation, *splits.test]).rows
     shortest = min(len(r) for r in rows)
     bad = [p for p in setting.positions if not -shortest <= p < shortest]
@@ -215,26 +214,17 @@ def extracted_edits(
     return edits, "block_output", vector.mode(form)
 
 
-def profile_vanilla_tv_task_template(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> VanillaTaskVector:
+def vanilla_tv_task_template(lm: Any, task: str, run_sizes: RunSizes, *, seed: int = 0) -> VanillaTaskVector:
     """The Vanilla TV extracted from ICL prompts in the task's own ``Q:/A:`` template (the prompts the LTV is
     scored on), the same cache entry chapter 1's layer curves use."""
-    config = replace(extracted_sizes(profile).vanilla_tv, template="task", form="replace")
-    candidates = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
-    return profile_vanilla_tv(lm, task, profile, config=config, seed=seed, select_layers=candidates)
-
-
-SHORT_PROMPT_TASKS: tuple[str, ...] = ("capital", "capitalize", "antonym", "trec")
-"""The paper's tasks whose zero-shot prompts are short on SmolLM2 (6-17 tokens, against 28 for SST-2, 39 for SNLI
-and 82 for RTE): the tasks of the ``cpu`` profile's dear columns."""
-
-CPU_CHEAP_TASKS: tuple[str, ...] = ("capital", "capitalize", "antonym", "sst2", "trec")
-"""The tasks of the ``cpu`` profile's cheap columns (every 4th layer, last five positions, the last layer): the
-short-prompt ones and SST-2, the cheapest of the three long-prompt tasks."""
+    config = replace(run_sizes.vanilla_tv, template="task", form="replace")
+    candidates = sweep_with_middle(lm.n_layers, run_sizes)
+    return cached_vanilla_tv(lm, task, run_sizes, config=config, seed=seed, select_layers=candidates)
 
 
 @dataclass(frozen=True)
 class FlexSizes:
-    """What the flexibility chapter covers in one profile.
+    """What the flexibility chapter covers in one run (a table of :mod:`ltvlib.study.plans`).
 
     Attributes:
         tasks: the tasks of the baseline column and of every column :attr:`setting_tasks` does not restrict.
@@ -244,10 +234,10 @@ class FlexSizes:
             0 = none).
         layer_steps: the multi-layer settings (:func:`table1_settings`): 4 is the paper's column, 2 its text.
         seeds: training seeds of the LTVs of every setting but the baseline, offset by the chapter's ``seed``
-            (the baseline column's are the profile's headline seeds, :func:`ltvlib.study.ltvs.headline_seeds`:
+            (the baseline column's are the run's headline seeds, :func:`ltvlib.study.plans.headline_seeds`:
             the middle-layer vectors chapters 00 and 01 train, read back from the shared cache).
         n_test: test queries per task, zero-shot and k-shot alike (the same queries, so every column pairs
-            with the baseline); None = the profile's ``n_test``.
+            with the baseline); None = the run's ``n_test``.
         setting_tasks: setting name -> the tasks that setting runs on, a subset of ``tasks`` (a column's
             comparison with the baseline is then made over the same subset); settings not named run on
             ``tasks``. The baseline cannot be restricted: every column is compared with it.
@@ -281,63 +271,11 @@ class FlexSizes:
         return pool if sub is None else tuple(t for t in pool if t in sub)
 
 
-_DEAR_COLUMNS = ("position4", "layers_x_positions", "icl8")
-_CHEAP_COLUMNS = ("last5", "every4", "late29")
-
-FLEX_SIZES: dict[str, FlexSizes] = {
-    "smoke": FlexSizes(tasks=("antonym", "sst2"), icl_shots=2, n_late=1, layer_steps=(4,),
-                       setting_tasks={n: ("antonym",) for n in ("position4", "layers_x_positions", "icl2")}),
-    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), n_test=100,
-                     setting_tasks={**{n: SHORT_PROMPT_TASKS for n in _DEAR_COLUMNS},
-                                    **{n: CPU_CHEAP_TASKS for n in _CHEAP_COLUMNS}}),
-    "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, seeds=(0, 1, 2)),
-}
-"""Per profile. ``paper``: the seven tasks in every column, three seeds each, every layer of the last quarter and
-the text-only "every second layer" setting. ``smoke``: the code paths only (Antonym and SST-2, the dear columns
-on Antonym alone). ``cpu`` (about 25 minutes of two CPU cores, chapters 00 and 01 cached): the baseline on the
-seven tasks with the three seeds chapter 00 trains (shared cache: no new training); one seed in every other
-column; the dear columns (P={4}, multi-layer + multi-position, 8-shot ICL) on the four short-prompt tasks
-(:data:`SHORT_PROMPT_TASKS`); the cheap ones (last five positions, every 4th layer, the last layer 29) on those
-and SST-2 (:data:`CPU_CHEAP_TASKS`); 100 test queries per task (Capital: 50), the same in every column. Each
-column is compared with the baseline over its own tasks.
-
-Why, from measured costs (CPU seconds of one LTV's training on one thread, machine shared with other jobs; each
-line one process, the settings in the order given, so later ones may find the prompts' cached states):
-
-- SST-2 (28-token prompts, 22.6k train and validation prompt tokens): baseline 95, P={4} 240, 8-shot 150,
-  multi-layer + multi-position 154, every 4th layer 67 (stopped early), last five 55; one evaluation pass of
-  200 queries 5-32;
-- TREC (13-17 tokens, 3.5k): baseline 26, P={4} 78, 8-shot 42, multi-layer + multi-position 73; evaluation
-  pass 7-16;
-- Antonym (6 tokens, 4.8k): baseline 38, P={4} 38, 8-shot 64, multi-layer + multi-position 88; evaluation
-  pass 5-11;
-- RTE (82 tokens, 65.6k), cold: every 4th layer 198 (stopped early, 24 steps), last five 248 (32 steps),
-  layer 29 90 (24 steps); one evaluation pass 44-47.
-
-Cost follows the tokens a column recomputes: P={4} is dear on long prompts only (Antonym's costs what its
-baseline does), and a long-prompt task is dear in every column. Estimate of the ``cpu`` plan, cold, chapters
-00 and 01 cached (unmeasured pairs scaled from measured ones: a short task's every-4th-layer LTV at 0.75 of
-its multi-layer + multi-position one, its last-five one at its baseline's cost, Capitalize at 0.8 and Capital
-at 0.45 of Antonym by prompts and tokens; SST-2's cheap columns at their measured cost, layer 29 at the
-last-five one's, plus two cold prompt passes, 40 s from block 15 and 80 s from block 0; a column's
-evaluation, five to six passes of 100 queries over one prompt cache, at 1.1 single passes of 200): the four
-short tasks' five new columns about 15.5 minutes (TREC 4.6, Antonym 4.9, Capitalize 3.9, Capital 2.2; their layer-29 LTVs are chapter 01's), SST-2's
-three cheap columns about 5, the 34 task-column evaluations about 6, loading half a minute: **about 27
-minutes**. Without SST-2 in the cheap columns (``CPU_CHEAP_TASKS = SHORT_PROMPT_TASKS``) about 21. The cheap
-columns on SNLI would add about 6 minutes and on RTE about 11; every column on all seven tasks (42 LTVs) well
-over an hour; three seeds per column about three times the training part."""
-
-
-def flex_sizes(profile: Profile) -> FlexSizes:
-    """The :data:`FLEX_SIZES` entry of ``profile`` (the profile's own tasks for a profile without one)."""
-    return FLEX_SIZES.get(profile.name, FlexSizes(tasks=profile.tasks))
-
-
-def flex_splits(task: str, profile: Profile, n_test: int | None = None) -> TaskSplits:
-    """The task's splits at the profile's training sizes with the first ``n_test`` test queries (None: the
-    profile's ``n_test``), the same for zero-shot and k-shot prompts."""
-    splits = load_splits(task, seed=0, n_train=profile.n_train, n_val=profile.n_val)
-    n = profile.n_test if n_test is None else n_test
+def flex_splits(task: str, run_sizes: RunSizes, n_test: int | None = None) -> TaskSplits:
+    """The task's splits at ``run_sizes``' training sizes with the first ``n_test`` test queries (None:
+    ``run_sizes.n_test``), the same for zero-shot and k-shot prompts."""
+    splits = load_splits(task, seed=0, n_train=run_sizes.n_train, n_val=run_sizes.n_val)
+    n = run_sizes.n_test if n_test is None else n_test
     if n is not None:
         if n < 1:
             raise ValueError(f"n_test must be at least 1, got {n}")
@@ -385,19 +323,19 @@ def _fingerprint(ltv: LearnedTaskVector) -> dict[str, Any]:
 
 
 def setting_result(
-    lm: Any, task: str, profile: Profile, setting: Setting, *, seeds: Sequence[int] = (0,),
+    lm: Any, task: str, run_sizes: RunSizes, setting: Setting, *, seeds: Sequence[int] = (0,),
     zero_shot_seeds: Sequence[int] | None = None, n_test: int | None = None, seed: int = 0, extracted: bool = True,
     progress: bool = False,
 ) -> SettingResult:
     """The LTVs trained for ``setting`` and the extracted vectors injected there, scored on the same queries.
 
-    The LTVs come from :func:`ltvlib.study.ltvs.profile_ltv` (shared disk cache: the baseline's are chapter
+    The LTVs come from :func:`ltvlib.study.ltvs.trained_ltv` (shared disk cache: the baseline's are chapter
     00's; trained on ``setting.shots``-shot prompts), one per training seed of ``seeds``. The extracted
-    vectors (:func:`profile_vanilla_tv_task_template`, :func:`ltvlib.study.extracted.
-    profile_function_vector`, extraction seed ``seed``) go where :func:`extracted_edits` says. Every method
+    vectors (:func:`vanilla_tv_task_template`, :func:`ltvlib.study.extracted.
+    cached_function_vector`, extraction seed ``seed``) go where :func:`extracted_edits` says. Every method
     is evaluated on one :class:`~ltvlib.evaluate.EvalSet` of the first ``n_test`` test queries
     (:func:`flex_splits`), cached up to each prompt's earliest injected position (:func:`ltvlib.forward.
-    tail_needed`: a per-row tail for ``P={4}``); demonstrations of a k-shot setting are the profile's fixed
+    tail_needed`: a per-row tail for ``P={4}``); demonstrations of a k-shot setting are the run's fixed
     blocks drawn with ``seed``. For a k-shot setting the LTVs trained on zero-shot prompts for the same sites
     (seeds ``zero_shot_seeds``, default ``seeds``) are scored on the k-shot prompts too.
 
@@ -406,15 +344,14 @@ def setting_result(
     """
     import time
 
-    setting = check_setting(lm, task, setting, profile)
-    splits = flex_splits(task, profile, n_test)
-    sizes = extracted_sizes(profile)
+    setting = check_setting(lm, task, setting, run_sizes)
+    splits = flex_splits(task, run_sizes, n_test)
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: give at least one training seed")
 
     def train(shots: int, s: int) -> LearnedTaskVector:
-        return profile_ltv(lm, task, profile, layers=list(setting.layers), positions=setting.positions, shots=shots,
+        return trained_ltv(lm, task, run_sizes, layers=list(setting.layers), positions=setting.positions, shots=shots,
                            seed=s, progress=progress)
 
     ltvs = tuple(train(setting.shots, s) for s in seeds)
@@ -422,9 +359,9 @@ def setting_result(
     ltvs0 = tuple(train(0, s) for s in zs_seeds) if setting.shots else ()
     key = {
         "what": "flexibility-correct", "model": lm.name, "task": task_key(task), "setting": asdict(setting),
-        "seed": seed, "n_train": profile.n_train, "n_val": profile.n_val, "test": len(splits.test),
-        "demo_sets": profile.icl_demo_sets if setting.shots else None, "extracted": extracted,
-        "vanilla_tv": asdict(sizes.vanilla_tv), "function_vector": asdict(sizes.function_vector),
+        "seed": seed, "n_train": run_sizes.n_train, "n_val": run_sizes.n_val, "test": len(splits.test),
+        "demo_sets": run_sizes.icl_demo_sets if setting.shots else None, "extracted": extracted,
+        "vanilla_tv": asdict(run_sizes.vanilla_tv), "function_vector": asdict(run_sizes.function_vector),
         "ltvs": [_fingerprint(v) for v in ltvs], "ltvs0": [_fingerprint(v) for v in ltvs0],
         "source": dependency_hash(__name__),
     }
@@ -432,14 +369,14 @@ def setting_result(
     def compute() -> dict[str, Any]:
         t0 = time.perf_counter()
         es = EvalSet(lm, get_task(task), splits.test, shots=setting.shots, demo_pool=splits.train, seed=seed,
-                     demo_sets=profile.icl_demo_sets if setting.shots else None,
+                     demo_sets=run_sizes.icl_demo_sets if setting.shots else None,
                      tail=tail_needed(setting.positions))
         out: dict[str, Any] = {"none": [evaluate(es).correct], "ltv": [evaluate(es, v.edits()).correct for v in ltvs]}
         if ltvs0:
             out["ltv_zero_shot_trained"] = [evaluate(es, v.edits()).correct for v in ltvs0]
         if extracted:
-            tv = profile_vanilla_tv_task_template(lm, task, profile, seed=seed)
-            fv = profile_function_vector(lm, task, profile, seed=seed)
+            tv = vanilla_tv_task_template(lm, task, run_sizes, seed=seed)
+            fv = cached_function_vector(lm, task, run_sizes, seed=seed)
             t1 = time.perf_counter()
             for method in EXTRACTED_METHODS:
                 edits, site, mode = extracted_edits(method, fv if method == "function_vector" else tv, setting)

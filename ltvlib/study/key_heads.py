@@ -1,4 +1,4 @@
-"""The cached key-head measurements a chapter shows: :func:`profile_saliency` and :func:`key_head_experiment`.
+"""The cached key-head measurements a chapter shows: :func:`cached_saliency` and :func:`key_head_experiment`.
 
 The measurements themselves are :mod:`ltvlib.analysis.key_heads`; results are cached with
 :func:`ltvlib.cache.cached_json`, keyed by the vector (:func:`vector_key`), the query sets and the source this
@@ -44,7 +44,7 @@ def vector_key(ltv: Any) -> dict[str, Any]:
             "vector_abs": float(ltv.vectors.double().abs().sum())}
 
 
-def profile_saliency(lm: Any, ltv: Any, queries: Sequence[Example]) -> dict[str, Any]:
+def cached_saliency(lm: Any, ltv: Any, queries: Sequence[Example]) -> dict[str, Any]:
     """Cached :func:`head_saliency` of a trained LTV on ``queries``: ``{"saliency": (L x H) lists, "n"}``."""
     key = {"what": "saliency", "model": lm.name, "queries": [e.input for e in queries], **vector_key(ltv),
            "source": dependency_hash(__name__)}
@@ -88,7 +88,7 @@ def key_head_experiment(
 
     def compute() -> dict[str, Any]:
         layer = min(ltv.layers)
-        saliency = torch.tensor(profile_saliency(lm, ltv, queries)["saliency"])
+        saliency = torch.tensor(cached_saliency(lm, ltv, queries)["saliency"])
         analysis = last_token_runner(lm, ltv.task, queries)
         edits = ltv.edits()
         means = mean_head_outputs(lm, analysis, edits)

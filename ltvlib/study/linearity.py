@@ -1,6 +1,6 @@
-"""Chapter 05's linearity measurement per profile, cached per (model, task, layer, profile sizes, seed, vector,
-source): the fit sizes and layer plans of each profile, :func:`profile_linearity` and
-:func:`profile_linearity_control`. The measurements themselves are :mod:`ltvlib.analysis.linearity`.
+"""Chapter 05's linearity measurement, cached per (model, task, layer, fit sizes, run sizes, seed, vector,
+source): :func:`cached_linearity` and :func:`cached_linearity_control` (the fit sizes and layers of each run are
+:mod:`ltvlib.study.plans`'). The measurements themselves are :mod:`ltvlib.analysis.linearity`.
 """
 
 from __future__ import annotations
@@ -35,72 +35,7 @@ from ..evaluate import EvalSet, evaluate
 from ..inject import VectorEdit
 from ..sites import check_layer
 from ..tasks import get_task
-from .profiles import Profile
-
-# ---------------------------------------------------------------------------------------------------------
-# The chapter's measurement, cached per (model, task, layer, profile sizes, seed, vector, source)
-
-LINEARITY_SIZES: dict[str, LinearityConfig] = {
-    "smoke": LinearityConfig(n_queries=8, fit_factor=1.0, n_heldout=32, scales=(0.5, 1.0, 2.0)),
-    "cpu": LinearityConfig(n_queries=32, fit_factor=2.0, n_heldout=256),
-    "paper": LinearityConfig(n_queries=64, fit_factor=2.0, n_heldout=1024),
-}
-
-
-def linearity_config(profile: Profile) -> LinearityConfig:
-    """The fit sizes of ``profile``; raises ``ValueError`` for a profile without an entry."""
-    if profile.name not in LINEARITY_SIZES:
-        raise ValueError(f"no linearity sizes for profile {profile.name!r}; known: {', '.join(LINEARITY_SIZES)}")
-    return LINEARITY_SIZES[profile.name]
-
-
-def linearity_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
-    """Antonym-centred layer grid of the earlier chapter 05, kept as the grid chapter 08's
-    :func:`ltvlib.study.across_models.linearity_layers` picks its layers from (chapter 05 itself now uses
-    :func:`mechanism_plan`).
-
-    ``paper``: every task at every layer. ``cpu``: training one LTV costs about a minute on two CPU cores,
-    so Antonym gets 8 spread layers (sharing chapter 01's layers 0, 10, 15, 19, 29) and Capitalize and TREC
-    (a classification task with short prompts) the middle layer (shared with chapter 00).
-    ``smoke``: Antonym at the middle and last layers.
-    """
-    n, mid = lm.n_layers, lm.middle_layer
-    if profile.name == "paper":
-        return {t: list(range(n)) for t in profile.tasks}
-    if profile.name == "cpu":
-        antonym = sorted({0, round(n / 7), round(n / 4), n // 3, mid, round(0.63 * n), round(0.8 * n), n - 1})
-        return {"antonym": antonym, "capitalize": [mid], "trec": [mid]}
-    if profile.name == "smoke":
-        return {"antonym": [mid, n - 1]}
-    raise ValueError(f"no linearity plan for profile {profile.name!r}")
-
-
-def mechanism_plan(lm: Any, profile: Profile) -> dict[str, list[int]]:
-    """Which (task, layers) chapter 05 covers (issue 17) in ``profile``: label-space tasks first (they decide its verdicts),
-    then open-vocabulary tasks beside them.
-
-    ``paper``: every task at every layer. ``cpu``: TREC (a label-space task with short prompts) at the layers
-    of chapter 01's TREC sweep (:func:`ltvlib.study.extracted.ltv_layers`, cached vectors) after layer 0
-    and before the last fifth (where the fast recipe's LTVs often do not train), at most six of them spread
-    out: 6, 12, 15, 17, 23 on a 30-layer model; SST-2 and Antonym at the middle layer (chapter 00's vectors).
-    ``smoke``: SST-2 at three layers (a quarter, the middle, three quarters), Antonym at the middle layer.
-    """
-    n, mid = lm.n_layers, lm.middle_layer
-    if profile.name == "paper":
-        labelled = [t for t in profile.tasks if get_task(t).labels]
-        return {t: list(range(n)) for t in labelled + [t for t in profile.tasks if t not in labelled]}
-    if profile.name == "cpu":
-        from .extracted import ltv_layers
-
-        sweep = [l for l in ltv_layers(lm, "trec", profile) if 0 < l < round(0.8 * n)]
-        if len(sweep) > 6:  # six spread layers of the sweep, the middle one among them
-            picks = {sweep[round(i * (len(sweep) - 1) / 5)] for i in range(6)}
-            sweep = sorted(picks | {mid}) if mid in sweep and len(picks | {mid}) <= 7 else sorted(picks)
-        return {"trec": sweep, "sst2": [mid], "antonym": [mid]}
-    if profile.name == "smoke":
-        return {"sst2": sorted({round(n / 4), mid, round(3 * n / 4)}), "antonym": [mid]}
-    raise ValueError(f"no linearity plan for profile {profile.name!r}")
-
+from .ltvs import RunSizes
 
 _PROBES: dict[tuple, ShiftProbe] = {}
 
@@ -116,11 +51,13 @@ def _memo(store: dict, key: tuple, build: Any, keep: int = 2) -> Any:
     return store[key]
 
 
-def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 0, k: int = 8) -> dict[str, Any]:
-    """Everything chapter 05 reports for one (task, layer): the LTV (``profile_ltv``), the fitted map, the
+def cached_linearity(
+    lm: Any, task: str, run_sizes: RunSizes, layer: int, *, config: LinearityConfig, seed: int = 0, k: int = 8
+) -> dict[str, Any]:
+    """Everything chapter 05 reports for one (task, layer): the LTV (``trained_ltv``), the fitted map, the
     linearity checks, accuracies of the LTV and of its reconstructions, and the diagnostics. Cached.
 
-    Fit and checks use ``n_queries`` training-split queries; accuracies and logit differences the profile's
+    Fit and checks use ``n_queries`` training-split queries; accuracies and logit differences ``run_sizes``'
     test split. Accuracies: ``ltv`` (the LTV at block ``layer``, :func:`ltvlib.study.ltvs.ltv_accuracy`),
     ``reconstruction`` (``W theta`` added before the final norm, :func:`add_before_final_norm`, evaluated by
     :func:`ltvlib.evaluate.evaluate`), ``reconstruction_last_block_input`` (``W theta`` added at the input of
@@ -129,12 +66,12 @@ def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed:
     ``ltv_lens`` (their real shifts), ``W theta``, ``Q theta`` (rotation only), ``S theta`` (stretch only),
     ``zero_shot``.
     """
-    from .ltvs import ltv_accuracy, profile_ltv, profile_splits
+    from .ltvs import ltv_accuracy, task_splits, trained_ltv
 
     layer = check_layer(layer, lm.n_layers)
-    config = replace(linearity_config(profile), seed=seed)
-    splits = profile_splits(task, profile)
-    ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
+    config = replace(config, seed=seed)
+    splits = task_splits(task, run_sizes)
+    ltv = trained_ltv(lm, task, run_sizes, layers=[layer], seed=seed)
     theta = ltv.vectors[0].float()
     key = {"model": lm.name, "task": task_key(task), "layer": layer, "config": asdict(config), "n_test": len(splits.test),
            "n_train": len(splits.train), "seed": seed, "k": k, "ltv": ltv.metadata() | {"curve": None},
@@ -156,7 +93,7 @@ def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed:
         hom = homogeneity(probe, layer, theta, config.scales, at_theta=at_theta)
         add = additivity(probe, layer, theta, partner, at_theta1=at_theta)
         # accuracies: the LTV as trained, its reconstruction by a hook, and offline variants
-        real = ltv_accuracy(lm, ltv, profile, seed=seed)
+        real = ltv_accuracy(lm, ltv, run_sizes, seed=seed)
         es = _memo(_EVALSETS, (id(lm.model), task, splits.test), lambda: EvalSet(lm, task, splits.test, tail=1), keep=1)
         with add_before_final_norm(lm, w_t.to(lm.device)):
             recon = evaluate(es)
@@ -190,7 +127,7 @@ def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed:
             "singular_values": {"max": float(sv[0]), "median": float(sv.median()), "min": float(sv[-1])},
             "lens": {name: logit_lens(lm, v.to(lm.device), k) for name, v in vectors.items()},
             # the LTV's :func:`vector_diagnostics` (same keys as a control draw's), and W theta itself, so the
-            # control (:func:`profile_linearity_control`) need not refit the LTV's map
+            # control (:func:`cached_linearity_control`) need not refit the LTV's map
             "diagnostics": {
                 "cos_mean_shift": cosine(theta, mean_shift), "alignment": float(task_alignment(lm, theta, labels)),
                 "alignment_mean_shift": float(task_alignment(lm, mean_shift, labels)),
@@ -205,27 +142,28 @@ def profile_linearity(lm: Any, task: str, profile: Profile, layer: int, *, seed:
     return cached_json("linearity", key, compute)
 
 
-def profile_linearity_control(
-    lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 0, n_draws: int = 5, fit: bool = True,
+def cached_linearity_control(
+    lm: Any, task: str, run_sizes: RunSizes, layer: int, *, config: LinearityConfig, seed: int = 0, n_draws: int = 5,
+    fit: bool = True,
 ) -> dict[str, Any]:
     """Controls for chapter 05 at one (task, layer), cached: the random-vector control and the upper bound.
 
-    The LTV is :func:`ltvlib.study.ltvs.profile_ltv` (as in :func:`profile_linearity`). ``control``:
+    The LTV is :func:`ltvlib.study.ltvs.trained_ltv` (as in :func:`cached_linearity`). ``control``:
     :func:`linearity_control` of the LTV against ``n_draws`` random vectors of its norm
     (:func:`ltvlib.analysis.controls.random_like`, seed ``seed + 2``) on the fit queries; each draw refits ``W`` (the
     cost is ``n_draws`` fits; ``fit=False`` measures only the fit-free quantities); the LTV's own values and
-    ``W theta`` come from :func:`profile_linearity` (cached, same fit). ``shift_accuracy`` (on
+    ``W theta`` come from :func:`cached_linearity` (cached, same fit). ``shift_accuracy`` (on
     the test queries): :func:`shift_accuracies` with ``W theta`` as the constant, so the paper's constant
     shift stands beside its upper bound, each query's own shift; label-restricted accuracies for
     classification tasks.
     """
     from ..analysis.controls import random_like
-    from .ltvs import profile_ltv, profile_splits
+    from .ltvs import task_splits, trained_ltv
 
     layer = check_layer(layer, lm.n_layers)
-    config = replace(linearity_config(profile), seed=seed)
-    splits = profile_splits(task, profile)
-    ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
+    config = replace(config, seed=seed)
+    splits = task_splits(task, run_sizes)
+    ltv = trained_ltv(lm, task, run_sizes, layers=[layer], seed=seed)
     theta = ltv.vectors[0].float()
     key = {"what": "control", "model": lm.name, "task": task_key(task), "layer": layer, "config": asdict(config),
            "n_test": len(splits.test), "n_train": len(splits.train), "seed": seed, "n_draws": n_draws, "fit": fit,
@@ -239,7 +177,7 @@ def profile_linearity_control(
         test = _memo(_PROBES, ("test", id(lm.model), task, splits.test), lambda: ShiftProbe(lm, task, splits.test))
         token_ids = label_token_ids(lm, task, list(splits.test))
         draws = random_like(theta.cpu(), n_draws, seed + 2)
-        base = profile_linearity(lm, task, profile, layer, seed=seed)
+        base = cached_linearity(lm, task, run_sizes, layer, config=config, seed=seed)
         own = dict(base["diagnostics"])
         if not fit:
             own = {k: own[k] for k in ("cos_mean_shift", "alignment", "alignment_mean_shift")}
