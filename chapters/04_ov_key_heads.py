@@ -73,35 +73,23 @@ from ltvlib.models import load_model
 from ltvlib.stats import Estimate, format_estimate, paired_bootstrap_difference, wilson_interval
 from ltvlib.study.key_heads import key_head_experiment
 from ltvlib.study.ltv_report import LTVLedger
-from ltvlib.study.ltvs import profile_ltv, profile_splits
+from ltvlib.study.ltvs import trained_ltv, task_splits
 from ltvlib.study.ov import ov_control_experiment, ov_experiment
-from ltvlib.study.profiles import get_profile
-from ltvlib.tasks import get_task
+from ltvlib.study.plans import ov_key_heads_plan
 
 hf_logging.disable_progress_bar()
 
-# Per profile: the label-space tasks (they decide every verdict), the open-vocabulary tasks shown beside them,
-# the held-out analysis queries (validation split: saliency, mean head outputs, attention statistics, norm
-# scales), random head sets and random vectors per control. Every LTV is the middle-layer vector of
-# `ltvlib.study.ltvs.profile_ltv` (seed 0) that chapter 00 trains for every task of the paper, so a book build
-# trains nothing here. In `cpu` RTE is left out: its prompts are the longest (the analysis runs the whole
-# prompt of every test query once), and three label-space tasks already give 600 test queries.
-CHAPTER_SIZES = {
-    "smoke": {"label": ("sst2",), "open": ("antonym",), "n_queries": 8, "n_random": 2, "n_draws": 2},
-    "cpu": {"label": ("sst2", "trec", "snli"), "open": ("antonym",), "n_queries": 64, "n_random": 3, "n_draws": 5},
-    "paper": {"label": ("sst2", "trec", "snli", "rte"), "open": ("antonym", "capitalize", "capital"),
-              "n_queries": 100, "n_random": 5, "n_draws": 10},
-}
-prof = get_profile(profile, recipe=recipe)
-sizes = CHAPTER_SIZES[prof.name]
-label_list = list(label_tasks or sizes["label"])
-open_list = list(open_tasks or sizes["open"])
-for t in label_list:
-    if not get_task(t).labels:
-        raise ValueError(f"{t!r} has no label space; give it in open_tasks")
+# Per profile (`ltvlib.study.plans.OV_KEY_HEADS_SIZES`): the label-space tasks (they decide every verdict), the
+# open-vocabulary tasks shown beside them, the held-out analysis queries (validation split: saliency, mean head
+# outputs, attention statistics, norm scales), random head sets and random vectors per control. Every LTV is the
+# middle-layer vector of `ltvlib.study.ltvs.trained_ltv` (seed 0) that chapter 00 trains for every task of the
+# paper, so a book build trains nothing here. In `cpu` RTE is left out: its prompts are the longest (the analysis
+# runs the whole prompt of every test query once), and three label-space tasks already give 600 test queries.
+plan = ov_key_heads_plan(profile, recipe=recipe, label_tasks=label_tasks, open_tasks=open_tasks, n_random=n_random,
+                         n_draws=n_draws)
+run, label_list, open_list = plan.run_sizes, list(plan.label_tasks), list(plan.open_tasks)
 task_list = label_list + open_list
-n_random = n_random or sizes["n_random"]
-n_draws = n_draws or sizes["n_draws"]
+n_random, n_draws = plan.n_random, plan.n_draws
 started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
@@ -110,8 +98,8 @@ ledger = LTVLedger()
 
 
 def queries_and_test(task):
-    splits = profile_splits(task, prof)
-    return list(splits.validation[: sizes["n_queries"]]), list(splits.test)
+    splits = task_splits(task, run)
+    return list(splits.validation[: plan.n_queries]), list(splits.test)
 
 
 def fmt(rec):
@@ -121,10 +109,10 @@ def fmt(rec):
 
 display(Markdown(
     f"**Model** `{lm.name}` ({L} layers, {H} query heads of {lm.geometry.head_dim} per layer, "
-    f"{lm.geometry.n_kv_heads} KV heads). **Profile** `{prof.name}`, recipe `{prof.recipe.recipe}`. Label-space "
+    f"{lm.geometry.n_kv_heads} KV heads). **Profile** `{profile}`, recipe `{run.recipe.recipe}`. Label-space "
     f"tasks (deciding): {', '.join(label_list)}; open-vocabulary (beside): {', '.join(open_list)}; every LTV at "
-    f"the middle layer {mid}. Analysis queries: the first {sizes['n_queries']} of each validation split; "
-    f"accuracies on up to {prof.n_test} test queries per task. Key heads: the top {fraction:.0%} = "
+    f"the middle layer {mid}. Analysis queries: the first {plan.n_queries} of each validation split; "
+    f"accuracies on up to {run.n_test} test queries per task. Key heads: the top {fraction:.0%} = "
     f"{max(1, round(fraction * L * H))} of {L * H} heads, {n_random} random head sets per control; "
     f"{n_draws} random vectors of the LTV's norm per OV control."
 ))
@@ -132,14 +120,14 @@ display(Markdown(
 # %% [markdown]
 # ## The trained vectors
 #
-# Every LTV comes from `ltvlib.study.ltvs.profile_ltv` (the cache entries chapter 00 writes): one vector per
+# Every LTV comes from `ltvlib.study.ltvs.trained_ltv` (the cache entries chapter 00 writes): one vector per
 # task, added to the residual stream entering block $l$ = the middle layer at the last prompt position. A
 # vector whose validation score never rose above its random start is shown as "did not train" and left out
 # of every mean and verdict.
 
 # %%
 t0 = time.perf_counter()
-ltvs = {t: profile_ltv(lm, t, prof, layers=[mid], seed=seed) for t in task_list}
+ltvs = {t: trained_ltv(lm, t, run, layers=[mid], seed=seed) for t in task_list}
 trained = {t: ltvs[t].trained is True for t in task_list}
 deciding = [t for t in label_list if trained[t]]
 display(pd.DataFrame([

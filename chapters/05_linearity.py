@@ -65,33 +65,31 @@ from ltvlib.book.scorecard import (
 )
 from ltvlib.models import load_model
 from ltvlib.stats import Estimate, format_estimate, paired_bootstrap_difference, wilson_interval
-from ltvlib.study.linearity import linearity_config, mechanism_plan, profile_linearity, profile_linearity_control
+from ltvlib.study.linearity import cached_linearity, cached_linearity_control
 from ltvlib.study.ltv_report import LTVLedger
-from ltvlib.study.ltvs import profile_ltv
-from ltvlib.study.profiles import get_profile
+from ltvlib.study.ltvs import trained_ltv
+from ltvlib.study.plans import linearity_chapter_plan
 from ltvlib.tasks import get_task
 
-# random vectors per (task, layer): each refits W around the vector (about 10 s on two CPU cores)
-N_DRAWS = {"smoke": 2, "cpu": 3, "paper": 10}
-prof = get_profile(profile, recipe=recipe)
-cfg = linearity_config(prof)
-n_draws = n_draws or N_DRAWS[prof.name]
 started = time.perf_counter()
 lm = load_model(model, device=device)
-plan = mechanism_plan(lm, prof)
+# random vectors per (task, layer): each refits W around the vector (about 10 s on two CPU cores)
+chapter_plan = linearity_chapter_plan(profile, recipe=recipe, n_layers=lm.n_layers, n_draws=n_draws)
+run, cfg, n_draws = chapter_plan.run_sizes, chapter_plan.config, chapter_plan.n_draws
+plan = {t: list(ls) for t, ls in chapter_plan.layers.items()}
 label_tasks = [t for t in plan if get_task(t).labels]
 sweep_task = max(label_tasks, key=lambda t: len(plan[t])) if label_tasks else None
 ledger = LTVLedger()
 display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}). **Profile** `{prof.name}`, recipe "
-    f"`{prof.recipe.recipe}`: " + "; ".join(
+    f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}). **Profile** `{profile}`, recipe "
+    f"`{run.recipe.recipe}`: " + "; ".join(
         f"{t} ({'label space' if t in label_tasks else 'open vocabulary'}) at layer{'s' if len(ls) > 1 else ''} "
         f"{', '.join(map(str, ls))}" for t, ls in plan.items())
     + f". Fit: {cfg.n_queries} training queries, $\\lceil {cfg.fit_factor} d \\rceil$ = "
     f"{int(np.ceil(cfg.fit_factor * lm.d_model))} perturbations, {cfg.n_heldout} held-out ones, "
-    f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on up to {prof.n_test} test "
+    f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on up to {run.n_test} test "
     f"queries per task. Control: {n_draws} random vectors of $\\|\\theta\\|$ per (task, layer), each with its own "
-    "fitted map. Every LTV is `ltvlib.study.ltvs.profile_ltv` (seed 0), the vectors chapters 00 and 01 train."
+    "fitted map. Every LTV is `ltvlib.study.ltvs.trained_ltv` (seed 0), the vectors chapters 00 and 01 train."
 ))
 
 # %% [markdown]
@@ -111,16 +109,17 @@ display(Markdown(
 # - **Polar decomposition** $W = QS$; $\cos(\theta, Q\theta)$ measures the rotation; **task alignment**
 #   $\|Pv\|/\|v\|$ with $P$ the projection onto the span of the label tokens' effective unembeddings.
 # - **Random-vector control**: the same fit, $\cos(r, Q_r r)$ and alignments for random $r$ with
-#   $\|r\| = \|\theta\|$ at the same layer (`ltvlib.study.linearity.profile_linearity_control`).
+#   $\|r\| = \|\theta\|$ at the same layer (`ltvlib.study.linearity.cached_linearity_control`).
 
 # %%
 t0 = time.perf_counter()
 points = [(t, l) for t, ls in plan.items() for l in ls]
-ltvs = {(t, l): profile_ltv(lm, t, prof, layers=[l], seed=seed) for t, l in points}
+ltvs = {(t, l): trained_ltv(lm, t, run, layers=[l], seed=seed) for t, l in points}
 trained = {p: ltvs[p].trained is True for p in points}
 # an untrained vector is its random start: nothing of it is measured or shown
-res = {p: profile_linearity(lm, p[0], prof, p[1], seed=seed) for p in points if trained[p]}
-ctl = {p: profile_linearity_control(lm, p[0], prof, p[1], seed=seed, n_draws=n_draws) for p in points if trained[p]}
+res = {p: cached_linearity(lm, p[0], run, p[1], config=cfg, seed=seed) for p in points if trained[p]}
+ctl = {p: cached_linearity_control(lm, p[0], run, p[1], config=cfg, seed=seed, n_draws=n_draws)
+       for p in points if trained[p]}
 print(f"LTVs, fits and controls: {time.perf_counter() - t0:.0f} s")
 
 

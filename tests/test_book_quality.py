@@ -3,7 +3,8 @@
 - every figure is drawn by one code cell whose myst-nb metadata gives its caption and name
   (``mystnb.figure.caption``, ``mystnb.figure.name`` = ``chNN-...``), with a title and labels on both axes; no
   old "**Figure N.M.**" caption cell remains;
-- every chapter's parameters cell has a ``recipe`` parameter, passed to ``get_profile``;
+- every chapter's parameters cell has a ``recipe`` parameter, passed with ``profile`` to its plan
+  (``ltvlib.study.plans.<chapter>_plan(profile, recipe=recipe, ...)``);
 - every chapter states the claim ("**The claim**"), the measurement (a "## What we measured" section) and
   the verdict (a "## Verdict..." section whose last code cell records the chapter's claims for the scorecard),
   and every piece of evidence a claim links to is a MyST target in that chapter;
@@ -147,12 +148,12 @@ def test_figure_check_passes_a_good_figure_and_catches_each_break() -> None:
 # ------------------------------------------------------------------------------------------- the recipe parameter
 
 RECIPE_PARAM = re.compile(r"^recipe\s*=\s*(None|\"fast\"|\"paper\"|'fast'|'paper')\s*(#.*)?$", re.MULTILINE)
-RECIPE_PASSED = re.compile(r"get_profile\(\s*profile\s*,\s*recipe\s*=\s*recipe\s*\)")
+RECIPE_PASSED = re.compile(r"\b\w+_plan\(\s*profile\s*,\s*recipe\s*=\s*recipe\s*[,)]")
 
 
 def recipe_problems(cs: list[dict]) -> list[str]:
-    """The parameters cell defines ``recipe`` (None, "fast" or "paper") and the chapter passes it to
-    ``get_profile(profile, recipe=recipe)``."""
+    """The parameters cell defines ``recipe`` (None, "fast" or "paper") and the chapter passes it with ``profile``
+    to its plan (``<chapter>_plan(profile, recipe=recipe, ...)``, :mod:`ltvlib.study.plans`)."""
     params = [c for c in cs if c["cell_type"] == "code" and "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(params) != 1:
         return [f"{len(params)} cells tagged 'parameters', expected one"]
@@ -161,7 +162,7 @@ def recipe_problems(cs: list[dict]) -> list[str]:
         problems.append('the parameters cell has no `recipe = None` (or "fast" / "paper") parameter')
     code = "\n".join(c["source"] for c in cs if c["cell_type"] == "code")
     if not RECIPE_PASSED.search(code):
-        problems.append("the chapter does not call get_profile(profile, recipe=recipe)")
+        problems.append("the chapter does not call its plan with (profile, recipe=recipe)")
     return problems
 
 
@@ -177,11 +178,14 @@ def test_recipe_check_catches_a_chapter_without_the_parameter() -> None:
     def chapter(params: str, body: str) -> list:
         return [nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}), nbformat.v4.new_code_cell(body)]
 
-    good = chapter('profile = "cpu"\nrecipe = None  # None: the profile\'s', "prof = get_profile(profile, recipe=recipe)")
+    params = 'profile = "cpu"\nrecipe = None  # None: the profile\'s'
+    good = chapter(params, "plan = overview_plan(profile, recipe=recipe)")
     assert recipe_problems(good) == []
-    assert len(recipe_problems(chapter('profile = "cpu"', "prof = get_profile(profile, recipe=recipe)"))) == 1
-    assert len(recipe_problems(chapter('recipe = None', "prof = get_profile(profile)"))) == 1
-    assert len(recipe_problems(chapter('recipe = "slow"', "prof = get_profile(profile)"))) == 2
+    assert recipe_problems(chapter('recipe = None', "plan = peft_plan(profile, recipe=recipe, seed=seed)")) == []
+    assert len(recipe_problems(chapter('profile = "cpu"', "plan = overview_plan(profile, recipe=recipe)"))) == 1
+    assert len(recipe_problems(chapter('recipe = None', "plan = overview_plan(profile)"))) == 1
+    assert len(recipe_problems(chapter('recipe = None', "plan = overview_plan(profile, recipe=None)"))) == 1
+    assert len(recipe_problems(chapter('recipe = "slow"', "plan = overview_plan(profile)"))) == 2
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=IDS)
@@ -440,7 +444,7 @@ def test_committed_claims_have_n_seeds_interval_level_and_rule(path: Path) -> No
 
 # ------------------------------------------------------------------------ no untrained LTV shown as a number
 
-LTV_CALL = re.compile(r"\b(profile_ltv|train_ltv|cached_ltv)\(")
+LTV_CALL = re.compile(r"\b(trained_ltv|train_ltv|cached_ltv)\(")
 
 
 def untrained_shown_problems(sheet: dict, source: str = "sheet") -> list[str]:
@@ -484,7 +488,7 @@ def test_untrained_and_ledger_checks_on_synthetic_input() -> None:
     for trained in (False, None):
         found = untrained_shown_problems(_sheet(_claim(), ltvs=[row | {"trained": trained}]))
         assert len(found) == 1 and "trec at layers [29]" in found[0] and "Table 1" in found[0], found
-    good = "ltv = profile_ltv(lm, t, prof)\nrecord_claims(\n  \"01_x\", [c], model=model,\n  ltvs=ledger)\n"
+    good = "ltv = trained_ltv(lm, t, run)\nrecord_claims(\n  \"01_x\", [c], model=model,\n  ltvs=ledger)\n"
     assert ledger_problems(good) == []
     assert ledger_problems("x = 1\nrecord_claims('01_x', [c], model=model)") == []  # no LTV: nothing to pass
     assert "passes no ltvs=" in ledger_problems("v = cached_ltv(lm)\nrecord_claims('01_x', [f(ltvs)], seed=0)\n")[0]
