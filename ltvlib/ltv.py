@@ -577,5 +577,5 @@ def absolute_recipe(config: TrainConfig, rms: float = FAST_REFERENCE_RMS) -> Tra
 
 
 def with_config(config: TrainConfig, **changes: Any) -> TrainConfig:
-    """A copy of ``config`` with some fields changed (e.g. fewer ``epochs`` for a quick check)."""
+    """A copy of ``config`` with some fields changed (e.g. ``epochs`` for a smoke profile)."""
     return replace(config, **changes)

@@ -289,3 +289,9 @@ def test_no_module_but_plans_and_the_book_reads_a_profile():
             offenders[rel] = sorted(set(names))
     assert offenders == {}
     assert profile_names((PACKAGE / "study/plans.py").read_text(encoding="utf-8"))  # the scan does see plans' code
+
+
+def test_the_book_runner_offers_exactly_the_profiles_plans_knows():
+    from ltvlib.book import runner
+
+    assert tuple(runner.PROFILES) == tuple(PROFILES) and runner.DEFAULT_PROFILE in PROFILES
