@@ -19,6 +19,7 @@ from ltvlib.book.scorecard import (
     RuleResult,
     Verdict,
     book_root,
+    budget_rule,
     checks_rule,
     combine_rule,
     direction_rule,
@@ -291,6 +292,20 @@ def test_combine_rule(parts, expected) -> None:
     r = combine_rule({f"part {i}": p for i, p in enumerate(parts)})
     assert r.verdict is expected and r.rule == "combined"
     assert RuleResult.from_dict(r.to_dict()) == r  # re-derived from the saved sub-results
+
+
+def test_a_part_not_measured_at_this_budget_is_inconclusive() -> None:
+    b = budget_rule(["rte"], "over the cpu book's 150-minute budget; the paper profile runs it")
+    assert b.verdict is Verdict.INCONCLUSIVE and b.rule == "budget" and "rte" in b.reason
+    assert RuleResult.from_dict(b.to_dict()) == b
+    # measured parts that all hold, beside an unmeasured one: partly, never reproduced
+    assert combine_rule({"a": R, "b": R, "c": b}).verdict is Verdict.PARTLY
+    assert combine_rule({"a": I_, "c": b}).verdict is Verdict.INCONCLUSIVE
+    assert combine_rule({"a": N, "c": b}).verdict is Verdict.NOT_REPRODUCED
+    with pytest.raises(ValueError, match="name what was not measured"):
+        budget_rule([], "why")
+    with pytest.raises(ValueError, match="reason"):
+        budget_rule(["rte"], " ")
 
 
 def test_synthetic_results_reach_every_level() -> None:

@@ -68,6 +68,7 @@ __all__ = [
     "RuleResult",
     "Verdict",
     "book_root",
+    "budget_rule",
     "checks_rule",
     "combine_rule",
     "direction_rule",
@@ -300,6 +301,25 @@ def checks_rule(checks: Mapping[str, Any] | Sequence[Sequence[Any]]) -> RuleResu
     return _result(verdict_of(pairs), "checks", {"checks": [[n, ok] for n, ok in pairs]}, why)
 
 
+def budget_rule(missing: Sequence[str], reason: str) -> RuleResult:
+    """The part of a claim a run did not measure for lack of time (e.g. tasks a profile leaves out to stay
+    inside its budget): inconclusive at this budget, never a verdict either way. Combined with the parts that
+    were measured (:func:`combine_rule`), a claim whose measured parts all hold becomes "partly".
+
+    Args:
+        missing: what was not measured (e.g. task names); at least one.
+        reason: why, and where it is measured (e.g. "over the cpu book's 150-minute budget; the paper profile
+            runs it").
+    """
+    names = [str(m) for m in missing]
+    if not names:
+        raise ValueError("budget: name what was not measured (nothing missing: leave the part out)")
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("budget: give the reason (which budget, and where the missing part is measured)")
+    return _result(Verdict.INCONCLUSIVE, "budget", {"missing": names, "reason": reason.strip()},
+                   f"not measured at this budget: {', '.join(names)} ({reason.strip()})")
+
+
 # Every rule by its saved name: a saved claim's verdict is re-derived as RULES[name](**inputs).
 RULES: dict[str, Callable[..., RuleResult]] = {
     "direction": direction_rule,
@@ -307,6 +327,7 @@ RULES: dict[str, Callable[..., RuleResult]] = {
     "combined": combine_rule,
     "not testable": not_testable,
     "checks": checks_rule,
+    "budget": budget_rule,
 }
 
 

@@ -241,6 +241,8 @@ class FlexSizes:
         setting_tasks: setting name -> the tasks that setting runs on, a subset of ``tasks`` (a column's
             comparison with the baseline is then made over the same subset); settings not named run on
             ``tasks``. The baseline cannot be restricted: every column is compared with it.
+        why_fewer: why a column leaves out some of the paper's seven tasks in this profile (the chapter's
+            verdict then has a part "not measured at this budget" with this reason).
     """
 
     tasks: tuple[str, ...]
@@ -250,6 +252,7 @@ class FlexSizes:
     seeds: tuple[int, ...] = (0,)
     n_test: int | None = None
     setting_tasks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    why_fewer: str = ""
 
     def __post_init__(self) -> None:
         if not self.tasks or not self.seeds or not self.layer_steps:
