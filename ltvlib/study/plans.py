@@ -269,7 +269,7 @@ def mechanism_plan(n_layers: int, profile: Profile) -> dict[str, list[int]]:
 
 _CPU_DEAR_ON_RTE = ("position4", "icl8")
 """The two ``cpu`` columns left without RTE: measured on the warm cache (machine shared), RTE's P={4} LTV took
-757 s and its 8-shot LTV 517 s, the two dearest LTVs of the chapter (the other RTE columns 164-204 s)."""
+757 s and its 8-shot LTV 517 s, the two dearest LTVs of the chapter (the other RTE columns 164-232 s)."""
 
 FLEX_SIZES: dict[str, FlexSizes] = {
     "smoke": FlexSizes(tasks=("antonym", "sst2"), icl_shots=2, n_late=1, layer_steps=(4,),
@@ -294,7 +294,7 @@ Why, from measured costs (2026-12-02, SmolLM2-135M, two cores shared with other 
 LTV's cost grows with the prompt tokens it recomputes (Capital, Capitalize, Antonym and TREC have 6-17-token
 zero-shot prompts, SST-2 28, SNLI 39, RTE 82). The four short tasks' columns 28-86 s each; SST-2's P={4} 128,
 multi-layer + multi-position 155, 8-shot 145; SNLI's six columns 73-152 (641 in all); RTE's P={4} 757, last five
-164, every 4th layer 171, multi-layer + multi-position 204, 8-shot 517. The chapter with every column on the
+164, every 4th layer 171, multi-layer + multi-position 204, 8-shot 517, layer 29 232. The chapter with every column on the
 seven tasks took 68 minutes on the warm cache (its evaluations about 13 of them); the whole book from a cold
 cache would have taken about 158 minutes, past the 150-minute budget; without RTE's two dearest LTVs about 20
 minutes less. Three seeds in every column would triple the training part: the ``paper`` profile has them."""
