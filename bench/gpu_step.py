@@ -19,11 +19,11 @@ import time
 
 import torch
 
+from ltvlib.forward import PromptRunner
 from ltvlib.inject import VectorEdit
 from ltvlib.ltv import answer_loss
 from ltvlib.models import wrap_model
 from ltvlib.prompts import EncodedPrompts
-from ltvlib.runner import PromptRunner
 
 
 class _Pad:

@@ -3,7 +3,7 @@
 The paper's ``P={4}`` is position 4 counted from the start of the prompt, so it is at a different distance
 from the end of each prompt. ``train_ltv`` with ``prefix_cache=False`` (the old path, ``--paths full``) runs
 every token of every prompt with gradients at every step and validation pass; with the default fast recipe
-(``--paths tail``) each prompt is cached up to its own position 4 (:class:`ltvlib.runner.PositionTail`) and
+(``--paths tail``) each prompt is cached up to its own position 4 (:class:`ltvlib.forward.PositionTail`) and
 only the tokens from there on run. Same recipe, seed, batches and early stopping otherwise, so the vectors
 agree up to float rounding (and the early-stopping decisions with them, unless a validation score ties).
 
@@ -23,9 +23,9 @@ import time
 import torch
 
 from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.forward import tail_needed
 from ltvlib.ltv import FAST_RECIPE, train_ltv, with_config
 from ltvlib.models import load_model
-from ltvlib.runner import tail_needed
 from ltvlib.tasks import load_splits
 
 

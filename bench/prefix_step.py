@@ -19,11 +19,11 @@ import time
 
 import torch
 
+from ltvlib.forward import PromptRunner
 from ltvlib.inject import VectorEdit
 from ltvlib.ltv import answer_loss
 from ltvlib.models import load_model
 from ltvlib.prompts import answer_ids, encode_prompts
-from ltvlib.runner import PromptRunner
 from ltvlib.tasks import load_splits
 
 

@@ -4,11 +4,11 @@ import time
 
 import torch
 
+from ltvlib.forward import tail_needed
 from ltvlib.inject import VectorEdit
 from ltvlib.ltv import _training_prompts, answer_loss
 from ltvlib.models import load_model
 from ltvlib.prompts import answer_ids
-from ltvlib.runner import tail_needed
 from ltvlib.tasks import get_task, load_splits
 
 lm = load_model("smollm2-135m", device="cpu")

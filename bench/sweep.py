@@ -10,7 +10,7 @@ Each path trains the same list of LTVs (``cpu`` profile sizes: 600 training and 
 - ``new``: this checkout (the prompt store, :mod:`ltvlib.prompt_store`).
 
 Jobs, in the order chapter 01 runs them: for each of ``--tasks``, the layers of ``--layers`` from the lowest up
-(``profile``: :func:`ltvlib.experiments_extracted.ltv_layers` of the ``cpu`` profile, 11 layers); then for each
+(``profile``: :func:`ltvlib.study.plans.ltv_layers` of the ``cpu`` profile, 11 layers); then for each
 of ``--seed-tasks``, seeds ``1..--seeds - 1`` at the middle layer (seed 0 is the sweep's or is added).
 The parent then evaluates every vector of both paths on the same 200 test queries (this checkout's evaluator)
 and reports wall times, the largest difference between the two paths' vectors, both paths' test accuracies,
@@ -43,13 +43,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _jobs(args: argparse.Namespace, lm) -> list[tuple[str, int, int]]:
-    from ltvlib.experiments_extracted import ltv_layers
-    from ltvlib.profiles import get_profile
+    from ltvlib.study.plans import get_profile, ltv_layers
 
     prof = get_profile("cpu")
     jobs: list[tuple[str, int, int]] = []
     for task in args.tasks:
-        layers = ltv_layers(lm, task, prof) if args.layers == "profile" else sorted(int(l) for l in args.layers.split(","))
+        layers = (ltv_layers(lm.n_layers, task, prof) if args.layers == "profile"
+                  else sorted(int(l) for l in args.layers.split(",")))
         jobs += [(task, layer, 0) for layer in layers]
     for task in args.seed_tasks:
         for seed in range(args.seeds):
@@ -77,7 +77,7 @@ def child(args: argparse.Namespace) -> None:
 
     from ltvlib.ltv import train_ltv
     from ltvlib.models import load_model
-    from ltvlib.profiles import get_profile
+    from ltvlib.study.plans import get_profile
     from ltvlib.tasks import load_splits
 
     prof = get_profile("cpu")

@@ -48,7 +48,7 @@
 # of one proportion. Each LTV is trained with several seeds, and its interval is a two-level bootstrap over
 # seeds and test queries (`ltvlib.stats.seed_interval`). Averages over tasks are unweighted, like the
 # paper's; their intervals resample each task's queries (and seeds) within that task (a stratified bootstrap,
-# `ltvlib.experiments.task_contrast`).
+# `ltvlib.study.ltvs.task_contrast`).
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
@@ -70,27 +70,26 @@ import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.experiments import (
+from ltvlib.book.scorecard import Claim, Verdict, interpret, record_claims, threshold_rule
+from ltvlib.models import MODEL_REGISTRY, load_model
+from ltvlib.prompts import encode_prompts
+from ltvlib.stats import Proportion, format_estimate, proportion_estimate, seed_interval
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.ltvs import (
     correct_matrix,
     estimate_cell,
-    headline_seeds,
     icl_accuracy,
     ltv_accuracy,
-    profile_ltvs,
-    profile_splits,
+    trained_ltvs,
+    task_splits,
     task_mean,
     task_mean_difference,
 )
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.models import MODEL_REGISTRY, load_model
-from ltvlib.profiles import get_profile
-from ltvlib.prompts import encode_prompts
-from ltvlib.scorecard import Claim, Verdict, interpret, record_claims, threshold_rule
-from ltvlib.stats import Proportion, format_estimate, proportion_estimate, seed_interval
+from ltvlib.study.plans import overview_plan
 
 hf_logging.disable_progress_bar()
-prof = get_profile(profile, recipe=recipe)
-seeds = headline_seeds(prof, seed)
+plan = overview_plan(profile, recipe=recipe, seed=seed)
+run, seeds = plan.run_sizes, plan.seeds
 ledger = LTVLedger()  # every LTV number this chapter shows goes through it
 started = time.perf_counter()
 lm = load_model(model, device=device)
@@ -99,8 +98,8 @@ g = lm.geometry
 display(Markdown(
     f"**Model** `{lm.name}`: {g.n_layers} layers, $d$ = {g.d_model}, {g.n_heads} query heads and "
     f"{g.n_kv_heads} KV heads of size {g.head_dim}; dtype {lm.dtype}, device {lm.device}. "
-    f"**Profile** `{prof.name}`: {prof.n_train}/{prof.n_val} train/validation queries per task, "
-    f"{prof.n_test or 'all'} test queries, LTV recipe `{prof.recipe.recipe}`, "
+    f"**Profile** `{profile}`: {run.n_train}/{run.n_val} train/validation queries per task, "
+    f"{run.n_test or 'all'} test queries, LTV recipe `{run.recipe.recipe}`, "
     f"{len(seeds)} training seeds per LTV ({', '.join(map(str, seeds))})."
 ))
 
@@ -131,8 +130,8 @@ display(pd.DataFrame(
 
 # %%
 rows = []
-for name in prof.tasks:
-    s = profile_splits(name, prof)
+for name in plan.tasks:
+    s = task_splits(name, run)
     example = encode_prompts(lm.tokenizer, s.task, s.test[:1]).texts[0]
     rows.append({
         "task": name, "kind": s.task.kind, "labels": ", ".join(s.task.labels or ()) or "open",
@@ -151,9 +150,9 @@ display(pd.DataFrame(rows).set_index("task"))
 
 # %%
 t0 = time.perf_counter()
-shots_list = [0, *prof.icl_shots]
+shots_list = [0, *plan.icl_shots]
 ref_cols = {k: "zero-shot" if k == 0 else f"{k}-shot ICL" for k in shots_list}
-icl = {(t, k): icl_accuracy(lm, t, k, prof, seed=seed) for t in prof.tasks for k in shots_list}
+icl = {(t, k): icl_accuracy(lm, t, k, run, seed=seed) for t in plan.tasks for k in shots_list}
 print(f"zero-shot and ICL references: {time.perf_counter() - t0:.0f} s")
 
 # %% [markdown]
@@ -174,16 +173,16 @@ print(f"zero-shot and ICL references: {time.perf_counter() - t0:.0f} s")
 # %%
 t0 = time.perf_counter()
 ltvs, ltv_records = {}, {}
-for name in prof.ltv_tasks:
-    ltvs[name] = profile_ltvs(lm, name, prof, seeds, layers=[mid])
-    ltv_records[name] = [ltv_accuracy(lm, v, prof, seed=seed) for v in ltvs[name]]
+for name in plan.ltv_tasks:
+    ltvs[name] = trained_ltvs(lm, name, run, seeds, layers=[mid])
+    ltv_records[name] = [ltv_accuracy(lm, v, run, seed=seed) for v in ltvs[name]]
 print(f"learned task vectors: {time.perf_counter() - t0:.0f} s")
 training = pd.DataFrame([
     {"task": t, "seed": v.seed, "trained": "yes" if v.trained else DID_NOT_TRAIN, "steps": v.steps,
      "steps to best": v.steps_to_best, "train seconds": round(v.seconds, 1),
      "validation score": v.val_metric.replace("_", " "),
      "start → best (%)": f"{100 * v.start_val_score:.1f} → {100 * v.best_val_score:.1f}"}
-    for t in prof.ltv_tasks for v in ltvs[t]
+    for t in plan.ltv_tasks for v in ltvs[t]
 ]).set_index(["task", "seed"])
 display(training)
 
@@ -210,16 +209,16 @@ def trained_matrix(task):
 
 
 correct = {col: {} for col in [*ref_cols.values(), ltv_col]}  # column -> task -> (seeds, queries)
-for t in prof.tasks:
+for t in plan.tasks:
     for k, col in ref_cols.items():
         correct[col][t] = correct_matrix([icl[t, k]])
     m = trained_matrix(t) if t in ltvs else None
     if m is not None:
         correct[ltv_col][t] = m
-with_ltv = [t for t in prof.tasks if t in correct[ltv_col]]  # tasks with at least one trained LTV
+with_ltv = [t for t in plan.tasks if t in correct[ltv_col]]  # tasks with at least one trained LTV
 est = {}  # (column, task or "average") -> Estimate
 rows = {}
-for t in prof.tasks:
+for t in plan.tasks:
     row = {"n": icl[t, 0]["n"], "n (ICL)": icl[t, shots_list[-1]]["n"]}
     for k, col in ref_cols.items():
         est[col, t] = proportion_estimate(int(correct[col][t].sum()), correct[col][t].shape[1])
@@ -249,7 +248,7 @@ display(Markdown(f"LTV column: {len(seeds)} seeds per task (seeds {', '.join(map
 
 # %%
 label_rows = {}
-for t in prof.tasks:
+for t in plan.tasks:
     if icl[t, 0]["label_accuracy"] is None:
         continue
     n = icl[t, 0]["n"]
@@ -266,7 +265,7 @@ if label_rows:
     display(pd.DataFrame(label_rows).T)
 
 # %% mystnb={"figure": {"caption": "First-token accuracy over the full vocabulary on each task's test queries (n per task in the table above): zero-shot and $k$-shot ICL prompts of the plain model, and zero-shot prompts with a learned task vector added at the middle layer (mean over its training seeds). Error bars: 95 % intervals (Wilson for zero-shot and ICL, seed-and-query bootstrap for the LTV, stratified bootstrap for the average over tasks). The dashed marker is the paper's seven-task LTV average on Llama-3.1-8B.", "name": "ch00-fig-accuracy"}}
-groups = [*prof.tasks, "average"]
+groups = [*plan.tasks, "average"]
 cols = [*ref_cols.values(), ltv_col]
 fig, ax = plt.subplots(figsize=(8, 4.6))
 width = 0.8 / len(cols)
@@ -287,7 +286,7 @@ ax.set_xticks(x, groups, fontsize=9)
 ax.set_xlabel("task")
 ax.set_ylabel("first-token accuracy (%)")
 ax.set_ylim(0, 100)
-ax.set_title(f"Zero-shot, ICL and a middle-layer LTV on {lm.name} ({prof.name} profile)", fontsize=10)
+ax.set_title(f"Zero-shot, ICL and a middle-layer LTV on {lm.name} ({profile} profile)", fontsize=10)
 ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=3, fontsize=9, frameon=False)
 fig.tight_layout()
 plt.show()
@@ -304,7 +303,7 @@ plt.show()
 # (ch00-ltv-vs-icl)=
 
 # %%
-best_k = max(prof.icl_shots, key=lambda k: est[ref_cols[k], "average"].value)
+best_k = max(plan.icl_shots, key=lambda k: est[ref_cols[k], "average"].value)
 best_col = ref_cols[best_k]
 
 

@@ -33,7 +33,7 @@
 # interval of its $n$ test queries. A middle-layer LTV's accuracy is a mean over its seeds with a two-level
 # (seed and query) bootstrap interval; a sweep LTV (one seed) gets a Wilson interval. Every comparison
 # between methods is **paired**: the same test queries, resampled together (`paired_bootstrap_difference`,
-# stratified by task for averages over tasks, `ltvlib.experiments.task_contrast`).
+# stratified by task for averages over tasks, `ltvlib.study.ltvs.task_contrast`).
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
@@ -55,28 +55,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.experiments import (
-    correct_matrix,
-    estimate_cell,
-    headline_seeds,
-    icl_accuracy,
-    ltv_accuracy,
-    profile_ltvs,
-    task_mean,
-)
-from ltvlib.experiments_extracted import (
-    EXTRACTED_LABELS,
-    compare_at_layer,
-    extracted_curve,
-    extracted_sizes,
-    gap_change,
-    ltv_layers,
-    profile_function_vector,
-)
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.models import load_model
-from ltvlib.profiles import get_profile, sweep_layers
-from ltvlib.scorecard import (
+from ltvlib.book.scorecard import (
     Claim,
     Verdict,
     combine_rule,
@@ -85,27 +64,42 @@ from ltvlib.scorecard import (
     not_testable,
     record_claims,
 )
+from ltvlib.models import load_model
 from ltvlib.stats import format_estimate, proportion_estimate, seed_interval
+from ltvlib.study.extracted import (
+    EXTRACTED_LABELS,
+    compare_at_layer,
+    extracted_curve,
+    gap_change,
+    cached_function_vector,
+)
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.ltvs import (
+    correct_matrix,
+    estimate_cell,
+    icl_accuracy,
+    ltv_accuracy,
+    trained_ltvs,
+    task_mean,
+)
+from ltvlib.study.plans import extracted_plan
 
 hf_logging.disable_progress_bar()
-prof = get_profile(profile, recipe=recipe)
-sizes = extracted_sizes(prof)
-seeds = headline_seeds(prof, seed)
 ledger = LTVLedger()  # every LTV number this chapter shows goes through it
 started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
-ltv_at = {t: ltv_layers(lm, t, prof) for t in prof.tasks}
-sweep_tasks = [t for t in prof.tasks if len(ltv_at[t]) > 1]
-sweep_ltv_layers = sorted({l for t in sweep_tasks for l in ltv_at[t]})
 # the extracted vectors are measured at every LTV layer too, so that each layer of the LTV sweep has its
 # paired comparison (the profile's sweep and the LTV sweep need not pick the same layers)
-layers = sorted(set(sweep_layers(lm.n_layers, prof)) | {mid} | set(sweep_ltv_layers))
-late = [l for l in sweep_ltv_layers if l >= (3 * lm.n_layers) // 4]
-vtv, fvc = sizes.vanilla_tv, sizes.function_vector
+plan = extracted_plan(profile, recipe=recipe, seed=seed, n_layers=lm.n_layers)
+run, seeds = plan.run_sizes, plan.seeds
+ltv_at = {t: list(ls) for t, ls in plan.ltv_layers.items()}
+sweep_tasks, sweep_ltv_layers = list(plan.sweep_tasks), list(plan.sweep_ltv_layers)
+layers, late = list(plan.layers), list(plan.late)
+vtv, fvc = run.vanilla_tv, run.function_vector
 display(Markdown(
     f"**Model** `{lm.name}` ({lm.n_layers} layers, {lm.geometry.n_heads} heads per layer). **Profile** "
-    f"`{prof.name}`, LTV recipe `{prof.recipe.recipe}`: extracted vectors at layers {layers}; LTVs at the middle "
+    f"`{profile}`, LTV recipe `{run.recipe.recipe}`: extracted vectors at layers {layers}; LTVs at the middle "
     f"layer {mid} for every task ({len(seeds)} seeds: {', '.join(map(str, seeds))})"
     + (f" and at layers {sweep_ltv_layers} (seed {seeds[0]}) for {', '.join(sweep_tasks)}" if sweep_tasks else "")
     + f". Late layers: {late}. Vanilla TV: {vtv.shots} demonstrations, {vtv.n_dummy} dummy queries x "
@@ -122,7 +116,7 @@ display(Markdown(
 # gold answer.
 #
 # - **LTV** (this paper): a vector trained by gradient descent on zero-shot prompts, *added* to the
-#   residual stream *entering* block $l$ (`ltvlib.experiments.profile_ltv`, one vector per layer and seed),
+#   residual stream *entering* block $l$ (`ltvlib.study.ltvs.trained_ltv`, one vector per layer and seed),
 #   with steps relative to the stream's scale at that layer.
 # - **Vanilla TV** (Hendel et al.): run ICL prompts of the task ($5$ demonstrations and a dummy query), take
 #   the last token's hidden state *leaving* block $l$, average it over dummy queries and demonstration sets,
@@ -147,13 +141,13 @@ display(Markdown(
 # ## References: zero-shot and ICL
 
 # %%
-icl = {(t, k): icl_accuracy(lm, t, k, prof, seed=seed) for t in prof.tasks for k in (0, *prof.icl_shots)}
-best_shots = max(prof.icl_shots, key=lambda k: np.mean([icl[t, k]["accuracy"] for t in prof.tasks]))
+icl = {(t, k): icl_accuracy(lm, t, k, run, seed=seed) for t in plan.tasks for k in (0, *plan.icl_shots)}
+best_shots = max(plan.icl_shots, key=lambda k: np.mean([icl[t, k]["accuracy"] for t in plan.tasks]))
 best_icl_col = f"{best_shots}-shot ICL"
 ref_est = {(t, k): proportion_estimate(sum(icl[t, k]["correct"]), icl[t, k]["n"]) for (t, k) in icl}
 display(pd.DataFrame({t: {"n": icl[t, 0]["n"], **{"zero-shot" if k == 0 else f"{k}-shot ICL (n={icl[t, k]['n']})":
-                                                   estimate_cell(ref_est[t, k]) for k in (0, *prof.icl_shots)}}
-                      for t in prof.tasks}).T)
+                                                   estimate_cell(ref_est[t, k]) for k in (0, *plan.icl_shots)}}
+                      for t in plan.tasks}).T)
 
 # %% [markdown]
 # ## Extracted vectors at every layer
@@ -166,9 +160,9 @@ display(pd.DataFrame({t: {"n": icl[t, 0]["n"], **{"zero-shot" if k == 0 else f"{
 t0 = time.perf_counter()
 extracted = {}  # (method, task, layer) -> per-query correctness (queries,)
 chosen = {}
-for task in prof.tasks:
+for task in plan.tasks:
     for method in EXTRACTED_LABELS:
-        c = extracted_curve(lm, task, prof, method, layers, seed=seed)
+        c = extracted_curve(lm, task, run, method, layers, seed=seed)
         for l, v in c["layers"].items():
             extracted[method, task, int(l)] = np.asarray(v["correct"], dtype=float)
         if method == "vanilla_tv":
@@ -185,11 +179,11 @@ print(f"extracted vectors: {time.perf_counter() - t0:.0f} s")
 # %%
 t0 = time.perf_counter()
 ltv_vectors, ltv_records = {}, {}  # (task, layer) -> per seed
-for task in prof.tasks:
+for task in plan.tasks:
     for layer in ltv_at[task]:
         layer_seeds = seeds if layer == mid else seeds[:1]
-        ltv_vectors[task, layer] = profile_ltvs(lm, task, prof, layer_seeds, layers=[layer])
-        ltv_records[task, layer] = [ltv_accuracy(lm, v, prof, seed=seed) for v in ltv_vectors[task, layer]]
+        ltv_vectors[task, layer] = trained_ltvs(lm, task, run, layer_seeds, layers=[layer])
+        ltv_records[task, layer] = [ltv_accuracy(lm, v, run, seed=seed) for v in ltv_vectors[task, layer]]
 print(f"learned vectors: {time.perf_counter() - t0:.0f} s")
 
 ltv = {}  # (task, layer) -> correctness of the seeds that trained, (seeds, queries); absent if none trained
@@ -212,7 +206,7 @@ for (method, task, layer), c in extracted.items():
     acc[method, task, layer] = proportion_estimate(int(c.sum()), len(c))
 for (task, layer), m in ltv.items():
     acc["ltv", task, layer] = seed_interval(m) if m.shape[0] > 1 else proportion_estimate(int(m.sum()), m.shape[1])
-avg_tasks = sweep_tasks or list(prof.tasks)
+avg_tasks = sweep_tasks or list(plan.tasks)
 for layer in layers:
     for method in EXTRACTED_LABELS:
         acc[method, "average", layer] = task_mean({t: extracted[method, t, layer] for t in avg_tasks})
@@ -253,12 +247,12 @@ def draw(ax, task, zero, icl_ref, title):
     ax.set_ylim(-3, 103)
 
 
-panels = [*prof.tasks, "average"]
+panels = [*plan.tasks, "average"]
 n_rows = -(-len(panels) // 2)
 fig, axes = plt.subplots(n_rows, 2, figsize=(8, 2.5 * n_rows + 0.9), sharex=True, sharey=True, squeeze=False)
 for ax in axes.flat[len(panels):]:
     ax.set_visible(False)
-for ax, task in zip(axes.flat, prof.tasks):
+for ax, task in zip(axes.flat, plan.tasks):
     draw(ax, task, 100 * icl[task, 0]["accuracy"], 100 * icl[task, best_shots]["accuracy"], task)
 ax_avg = axes.flat[len(panels) - 1]
 draw(ax_avg, "average", 100 * np.mean([icl[t, 0]["accuracy"] for t in avg_tasks]),
@@ -277,7 +271,7 @@ axes.flat[len(panels) - 2].xaxis.set_tick_params(labelbottom=True)
 axes.flat[len(panels) - 2].set_xlabel("injection layer $l$")
 handles, labels = ax_avg.get_legend_handles_labels()
 fig.legend(handles, labels, loc="lower center", ncols=3, fontsize=9, frameon=False)
-fig.suptitle(f"Learned against extracted task vectors by layer, {lm.name} ({prof.name} profile)", fontsize=11)
+fig.suptitle(f"Learned against extracted task vectors by layer, {lm.name} ({profile} profile)", fontsize=11)
 fig.tight_layout(rect=(0, 0.1, 1, 1))
 plt.show()
 
@@ -324,15 +318,15 @@ else:
 
 # %%
 # layers=None: the layer the Vanilla TV chose on validation data
-hendel = {t: extracted_curve(lm, t, prof, "vanilla_tv", None, seed=seed, template="hendel") for t in prof.tasks}
+hendel = {t: extracted_curve(lm, t, run, "vanilla_tv", None, seed=seed, template="hendel") for t in plan.tasks}
 fv_layer = lm.n_layers // 3
 fv_own = {t: extracted[("function_vector", t, fv_layer)] if fv_layer in layers else
-          np.asarray(extracted_curve(lm, t, prof, "function_vector", [fv_layer], seed=seed)["layers"][str(fv_layer)]
-                     ["correct"], dtype=float) for t in prof.tasks}
+          np.asarray(extracted_curve(lm, t, run, "function_vector", [fv_layer], seed=seed)["layers"][str(fv_layer)]
+                     ["correct"], dtype=float) for t in plan.tasks}
 ltv_mid_col = f"LTV (L{mid}, {len(seeds)} seeds)"
-mid_tasks = [t for t in prof.tasks if (t, mid) in ltv]
+mid_tasks = [t for t in plan.tasks if (t, mid) in ltv]
 rows = {}
-for t in prof.tasks:
+for t in plan.tasks:
     h = hendel[t]
     h_correct = h["layers"][str(h["chosen_layer"])]["correct"]
     rows[t] = {
@@ -364,9 +358,9 @@ rows["paper, Llama-3.1-8B (7-task average)"] = {ltv_mid_col: "83.49", f"Vanilla 
 display(pd.DataFrame(rows).T.fillna("–"))
 display(Markdown(
     "Hendel-original layers chosen on validation: "
-    + ", ".join(f"{t} {hendel[t]['chosen_layer']}" for t in prof.tasks)
+    + ", ".join(f"{t} {hendel[t]['chosen_layer']}" for t in plan.tasks)
     + ". Vanilla TV layers chosen on validation in the task template: "
-    + ", ".join(f"{t} {chosen[t]}" for t in prof.tasks) + "."
+    + ", ".join(f"{t} {chosen[t]}" for t in plan.tasks) + "."
 ))
 
 # %% [markdown]
@@ -376,8 +370,8 @@ display(Markdown(
 # each task.
 
 # %% mystnb={"figure": {"caption": "Causal indirect effect of each attention head on one task (rows: heads, columns: layers): the gain in probability of the gold first token when the head's last-token output on shuffled-label prompts is replaced by its mean over clean prompts, averaged over the corrupted prompts of the function-vector extraction (their number is in the set-up line at the top). The table after the figure lists each task's top heads, best first.", "name": "ch01-fig-heads"}}
-fvs = {t: profile_function_vector(lm, t, prof, seed=seed) for t in prof.tasks}
-show = "antonym" if "antonym" in fvs else prof.tasks[0]
+fvs = {t: cached_function_vector(lm, t, run, seed=seed) for t in plan.tasks}
+show = "antonym" if "antonym" in fvs else plan.tasks[0]
 fig, ax = plt.subplots(figsize=(8, 2.8))
 ie = fvs[show].indirect_effect.T.numpy()
 im = ax.imshow(ie, aspect="auto", cmap="RdBu_r", vmin=-abs(ie).max(), vmax=abs(ie).max())
@@ -587,13 +581,13 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 #   keeps two late layers (23 and 29) for the late-layer claim. The extracted curves keep all ten layers (one
 #   single-token pass per layer). The chapter's target is 25 minutes from a cold cache after chapter 0.
 # - **Sites.** Each method keeps its own paper's site (LTV: block input; Vanilla TV and FV: block output).
-# - **Vectors are reusable.** `ltvlib.experiments.profile_ltv`, `ltvlib.experiments_extracted.profile_vanilla_tv`
-#   and `profile_function_vector` return the cached vectors of this chapter to any later chapter.
+# - **Vectors are reusable.** `ltvlib.study.ltvs.trained_ltv`, `ltvlib.study.extracted.cached_vanilla_tv`
+#   and `cached_function_vector` return the cached vectors of this chapter to any later chapter.
 
 # %% [markdown]
 # ## Verdicts for the scorecard
 #
-# The rules (`ltvlib.scorecard`): each paired difference (LTV minus an extracted vector, stratified bootstrap
+# The rules (`ltvlib.book.scorecard`): each paired difference (LTV minus an extracted vector, stratified bootstrap
 # over the test queries and, at the middle layer, the LTV's seeds) gets `direction_rule`: interval above 0 →
 # reproduced, below → not reproduced, across → inconclusive. The middle-layer claim combines LTV − FV and LTV −
 # Vanilla TV (`combine_rule`: both reproduced → reproduced, one → partly); the every-layer claim combines the

@@ -44,9 +44,9 @@
 # 8-shot LTVs were measured at 757 s and 517 s, the two dearest of the chapter, which put the book past its
 # budget. So in `cpu` every column covers the seven tasks except P={4} and 8-shot ICL, which cover six (all
 # but RTE). Those two columns' verdicts carry a third part, "the paper's seven tasks: RTE not measured at this
-# budget", which is inconclusive by rule (`ltvlib.scorecard.budget_rule`): on six tasks a column can at most be
-# partly reproduced. Their means are compared with the baseline LTV's over the same six tasks. The cost table
-# below gives what each column took in this run; the chapter's time is printed at its end.
+# budget", which is inconclusive by rule (`ltvlib.book.scorecard.budget_rule`): on six tasks a column can at
+# most be partly reproduced. Their means are compared with the baseline LTV's over the same six tasks. The cost
+# table below gives what each column took in this run; the chapter's time is printed at its end.
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
@@ -54,7 +54,7 @@ profile = "cpu"
 seed = 0
 device = "auto"
 recipe = None  # None: the profile's recipe; "fast" or "paper"
-tasks = None  # None: the profile's choice (ltvlib.flexibility.FLEX_SIZES)
+tasks = None  # None: the profile's choice (ltvlib.study.plans.FLEX_SIZES)
 
 # %%
 import time
@@ -64,24 +64,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.experiments import headline_seeds
-from ltvlib.flexibility import (
-    EXTRACTED_METHODS,
-    PAPER_TABLE1,
-    Setting,
-    cell_estimate,
-    flex_sizes,
-    keep_share,
-    late_settings,
-    setting_result,
-    table1_settings,
-    task_mean_contrast,
-)
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.models import load_model
-from ltvlib.profiles import get_profile
-from ltvlib.runner import PositionTail, tail_needed
-from ltvlib.scorecard import (
+from ltvlib.book.scorecard import (
     Claim,
     Verdict,
     budget_rule,
@@ -92,22 +75,35 @@ from ltvlib.scorecard import (
     record_claims,
     threshold_rule,
 )
+from ltvlib.forward import PositionTail, tail_needed
+from ltvlib.models import load_model
 from ltvlib.stats import format_estimate
+from ltvlib.study.flexibility import (
+    EXTRACTED_METHODS,
+    PAPER_TABLE1,
+    Setting,
+    cell_estimate,
+    keep_share,
+    late_settings,
+    setting_result,
+    table1_settings,
+    task_mean_contrast,
+)
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.plans import flexibility_plan
 from ltvlib.tasks import PAPER_TASKS
 
-prof = get_profile(profile, recipe=recipe)
+plan = flexibility_plan(profile, recipe=recipe, seed=seed, tasks=tasks)
+run, flex, task_list = plan.run_sizes, plan.sizes, plan.tasks
+base_seeds = plan.base_seeds  # the middle-layer LTVs chapters 00 and 01 train
+other_seeds, n_test = plan.other_seeds, plan.n_test
 started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
-flex = flex_sizes(prof)
-task_list = tuple(tasks) if tasks else flex.tasks
 settings = table1_settings(lm.n_layers, layer_steps=flex.layer_steps, icl_shots=flex.icl_shots)
 late = late_settings(lm.n_layers, flex.n_late) if flex.n_late != 0 else []
-base_seeds = headline_seeds(prof, seed)  # the middle-layer LTVs chapters 00 and 01 train
-other_seeds = tuple(seed + s for s in flex.seeds)
-n_test = flex.n_test if flex.n_test is not None else prof.n_test
 col_tasks = {s.name: flex.tasks_of(s.name, task_list) for s in settings + late}  # the tasks each column runs on
-NOT_RUN = f"not run in `{prof.name}`"
+NOT_RUN = f"not run in `{profile}`"
 
 
 def seeds_of(s):
@@ -122,9 +118,9 @@ def coverage(name):
 
 n_new = sum(len(col_tasks[s.name]) * len(seeds_of(s)) for s in settings[1:] + late)
 display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, middle layer {mid}). **Profile** `{prof.name}`, recipe "
-    f"`{prof.recipe.recipe}`: {len(task_list)} tasks ({', '.join(task_list)}); LTVs trained on {prof.n_train} "
-    f"queries (validation {prof.n_val}); every method tested on the first "
+    f"**Model** `{lm.name}` ({lm.n_layers} layers, middle layer {mid}). **Profile** `{profile}`, recipe "
+    f"`{run.recipe.recipe}`: {len(task_list)} tasks ({', '.join(task_list)}); LTVs trained on {run.n_train} "
+    f"queries (validation {run.n_val}); every method tested on the first "
     f"{n_test if n_test is not None else 'all'} test queries of each task (fewer where a task has fewer), the "
     f"same queries zero-shot and {flex.icl_shots}-shot. Training seeds: {len(base_seeds)} for the baseline "
     f"column ({', '.join(map(str, base_seeds))}: the middle-layer vectors chapter 00 trains, read back from the "
@@ -157,7 +153,7 @@ display(pd.DataFrame([
 # the `paper` profile measures both (`every4` is the table's column, `every2` the text's), `cpu` the table's.
 # The "multi-layer + multi-position" setting crosses the every-4th-layer set with the last five positions.
 #
-# **The three methods in a multi-site setting** (`ltvlib.flexibility.extracted_edits`):
+# **The three methods in a multi-site setting** (`ltvlib.study.flexibility.extracted_edits`):
 #
 # - **LTV**: one independent vector per (layer, position) pair, all trained jointly, *added* at the input
 #   of each block. In the ICL setting it is trained on 8-shot prompts (the demonstrations' keys and values
@@ -177,23 +173,23 @@ display(pd.DataFrame([
 # own paper's site, as in chapter 1).
 #
 # **What a non-final position costs.** Training at P={4} caches each prompt up to its own position 4 and
-# recomputes only the rest with the vector (`ltvlib.runner.PositionTail`, measured 1.88x faster than full
+# recomputes only the rest with the vector (`ltvlib.forward.PositionTail`, measured 1.88x faster than full
 # forwards for Antonym in `bench/RESULTS.md`). On the classification tasks' long prompts most of the prompt
 # lies after position 4, so the cache saves little there and P={4} stays the dearest column to train
-# (`ltvlib.flexibility.FLEX_SIZES` gives the costs). The cell below checks that this run's recipe takes the
+# (`ltvlib.study.plans.FLEX_SIZES` gives the costs). The cell below checks that this run's recipe takes the
 # per-row tail.
 
 # %%
 p4 = next((s for s in settings if s.name.startswith("position")), None)
 p4_tail = tail_needed(p4.positions) if p4 else None
-uses_tail = bool(p4 and prof.recipe.prefix_cache and isinstance(p4_tail, PositionTail))
-if p4 and prof.recipe.prefix_cache:
+uses_tail = bool(p4 and run.recipe.prefix_cache and isinstance(p4_tail, PositionTail))
+if p4 and run.recipe.prefix_cache:
     assert isinstance(p4_tail, PositionTail), p4_tail  # a non-final position must take the per-row tail
 display(Markdown(
     f"Position setting `{p4.name}`: " + (
         f"trained and evaluated on the per-row tail (`{p4_tail!r}`): each prompt's tokens before position "
         f"{p4.positions[0]} are computed once, without gradients." if uses_tail else
-        f"recipe `{prof.recipe.recipe}` runs full forwards (no prefix cache), as the paper's released recipe does."
+        f"recipe `{run.recipe.recipe}` runs full forwards (no prefix cache), as the paper's released recipe does."
     ) if p4 else "No non-final position setting in this run."
 ))
 
@@ -201,7 +197,7 @@ display(Markdown(
 # ## Measuring every setting
 #
 # Each `setting_result` call trains (or reads from the shared cache) the setting's LTVs through
-# `ltvlib.experiments.profile_ltv`, evaluates them, the prompt alone and the extracted vectors moved to the
+# `ltvlib.study.ltvs.trained_ltv`, evaluates them, the prompt alone and the extracted vectors moved to the
 # same sites on one set of test prompts, and keeps each method's per-query correctness, from which every
 # interval below is computed.
 
@@ -212,7 +208,7 @@ for task in task_list:
     for s in settings + late:
         if task not in col_tasks[s.name]:
             continue
-        results[task, s.name] = setting_result(lm, task, prof, s, seeds=seeds_of(s), zero_shot_seeds=base_seeds,
+        results[task, s.name] = setting_result(lm, task, run, s, seeds=seeds_of(s), zero_shot_seeds=base_seeds,
                                                n_test=n_test, seed=seed)
 print(f"all settings: {time.perf_counter() - t0:.0f} s")
 
@@ -402,7 +398,7 @@ ax.set_xticklabels([f"{s.name}\n({len(col_tasks[s.name])} task{'s' if len(col_ta
 ax.set_ylabel("accuracy (%), mean over tasks")
 ax.set_xlabel("setting (sites of the vectors)")
 ax.set_ylim(0, 100)
-ax.set_title(f"Table 1 on {lm.name} ({prof.name} profile): " + (
+ax.set_title(f"Table 1 on {lm.name} ({profile} profile): " + (
     "each setting's mean over its own tasks" if partial else f"mean over {len(task_list)} tasks"), fontsize=10)
 fig.legend(loc="lower center", ncol=3, fontsize=9, frameon=False)
 fig.tight_layout(rect=(0, 0.17, 1, 1))
@@ -443,7 +439,7 @@ handles = [plt.Line2D([], [], color=c, marker=mk, ls=ls, ms=5) for c, mk, ls in
            (("C3", "o", ""), ("C0", "o", ""), ("0.5", "o", ""), ("C3", "x", ""), ("k", "", "--"))]
 fig.legend(handles, ["LTV", "best extracted vector", "no vector", "LTV did not train", "paper's LTV (7-task mean)"],
            loc="lower center", ncol=3, fontsize=9, frameon=False)
-fig.suptitle(f"Each task's accuracy per setting, {lm.name} ({prof.name} profile)", fontsize=10)
+fig.suptitle(f"Each task's accuracy per setting, {lm.name} ({profile} profile)", fontsize=10)
 fig.tight_layout(rect=(0, 0.75 / height, 1, 1))
 plt.show()
 
@@ -541,7 +537,7 @@ def claim_parts(s, x):
         }
         missing = [t for t in PAPER_TASKS if t not in x["tasks"]]
         if missing:  # the paper's numbers are seven-task means: what this run leaves out is not decided either way
-            parts["(c) the paper's seven tasks"] = budget_rule(missing, flex.why_fewer or f"not run in `{prof.name}`")
+            parts["(c) the paper's seven tasks"] = budget_rule(missing, flex.why_fewer or f"not run in `{profile}`")
         rule = combine_rule(parts)
         intervals = {f"LTV, {s.name}": x["ltv"], f"LTV − {name}": x["diff"],
                      f"LTV − {x['share']:.1f} × baseline LTV": x["keep"]}
@@ -566,7 +562,7 @@ def coverage_note(x):
     if x["tasks"] == task_list:
         return ""
     return (f"Measured on {len(x['tasks'])} of the {len(task_list)} tasks ({', '.join(x['tasks'])}): "
-            f"{flex.why_fewer or f'not run in {prof.name}'}. Its means and its comparison with the baseline run over "
+            f"{flex.why_fewer or f'not run in {profile}'}. Its means and its comparison with the baseline run over "
             f"those tasks, while the paper's numbers are seven-task means; part (c) of the verdict says what was "
             f"not measured.")
 
@@ -707,7 +703,7 @@ for c in claims:
 #   measures its zero-shot and ICL accuracy); the comparison is between methods on one model, and between
 #   columns of the same method.
 # - **Seeds and test queries.** In `cpu` the baseline column has three training seeds (the vectors chapter
-#   00 trains), every other column one (`ltvlib.flexibility.FLEX_SIZES`): two more seeds for each of them
+#   00 trains), every other column one (`ltvlib.study.plans.FLEX_SIZES`): two more seeds for each of them
 #   would triple this chapter's training time on two CPU cores. Each task is tested on its first 100 test
 #   queries in `cpu` (Capital has 50), the same queries in every column. The intervals include the query
 #   sampling and, for the baseline, the seed-to-seed spread; a one-seed column's interval cannot include a

@@ -56,35 +56,39 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.models import load_model
-from ltvlib.peft_compare import (
-    compare_sizes,
+from ltvlib.analysis.peft_compare import (
     correct_matrix,
     equal_budget_methods,
     parameter_formula,
     parameter_units,
-    race,
     race_curve,
     race_ltv,
     race_methods,
     step_time_ratio,
 )
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims, threshold_rule
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
+from ltvlib.models import load_model
 from ltvlib.stats import format_estimate, paired_bootstrap_difference, seed_interval
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.peft_compare import race
+from ltvlib.study.plans import peft_plan
 
 started = time.perf_counter()
-prof = get_profile(profile, recipe=recipe)
-sizes = compare_sizes(prof)
-sched, rule = sizes.schedule, sizes.stopping_rule()
-task_list = list(tasks) if tasks else (["sst2", "trec"] if prof.name == "paper" else ["sst2"])
-seeds = [seed + i for i in range(n_seeds)]
-lm = load_model(model, device=device)
-g = lm.geometry
 # Prompt tuning's default is the race's costliest run (20 extra tokens, gradients down to the embeddings: about
 # 1.8 times an LTV run), so the cpu profile leaves it out to hold the chapter to about 15 minutes.
-with_prompt_default = prof.name == "paper" if prompt_default is None else bool(prompt_default)
+plan = peft_plan(profile, recipe=recipe, seed=seed, tasks=tasks, n_seeds=n_seeds, prompt_default=prompt_default)
+sizes, task_list, seeds, with_prompt_default = plan.sizes, list(plan.tasks), list(plan.seeds), plan.prompt_default
+sched, rule = sizes.schedule, sizes.stopping_rule()
+lm = load_model(model, device=device)
+g = lm.geometry
 methods = (race_methods(lm, prompt_tuning=with_prompt_default, ltv_lr=sched.lr) if default_settings
            else equal_budget_methods(lm, ltv_lr=sched.lr))
 equal = [m.name for m in methods if m.budget == "equal"]
@@ -94,7 +98,7 @@ PAPER_ADAPTERS = ["prefix-1", LORA1]  # the two the paper compares with
 budget = sched.epochs * sched.samples_per_epoch
 display(Markdown(
     f"**Model** `{lm.name}`: {lm.n_layers} layers, d = {lm.d_model}, {g.n_heads} query heads and {g.n_kv_heads} "
-    f"key/value heads of {g.head_dim}. **Profile** `{prof.name}`, recipe `{sched.recipe}`. **Race**: "
+    f"key/value heads of {g.head_dim}. **Profile** `{profile}`, recipe `{sched.recipe}`. **Race**: "
     f"{len(methods)} methods x {len(seeds)} seeds (seeds {', '.join(map(str, seeds))}) on {', '.join(task_list)}; "
     f"{sizes.n_train} training queries, a sample budget of **{budget} samples** per run (at most {sched.epochs} "
     f"epochs of {sched.samples_per_epoch}, batches of {sched.batch_size}); validation every {rule.val_every} "
@@ -107,7 +111,7 @@ display(Markdown(
 # %% [markdown]
 # ## The race's rules
 #
-# Every method is trained by one loop (`ltvlib.peft_compare.train_and_measure`), so only the adapter differs:
+# Every method is trained by one loop (`ltvlib.analysis.peft_compare.train_and_measure`), so only the adapter differs:
 #
 # - **Same prompts and loss.** Zero-shot prompts `Q: {x}\nA:`, the gold answer's tokens after them (teacher
 #   forcing); loss = mean negative log-likelihood of the answer's tokens (`ltvlib.ltv.answer_loss`).

@@ -59,42 +59,37 @@ import torch
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.controls import summarise_control
-from ltvlib.experiments import profile_ltv, profile_splits
-from ltvlib.key_heads import key_head_experiment
-from ltvlib.ltv_report import LTVLedger
+from ltvlib.analysis.controls import summarise_control
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
 from ltvlib.models import load_model
-from ltvlib.ov import ov_control_experiment, ov_experiment
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import (Claim, combine_rule, direction_rule, interpret, not_testable, record_claims,
-                              threshold_rule)
 from ltvlib.stats import Estimate, format_estimate, paired_bootstrap_difference, wilson_interval
-from ltvlib.tasks import get_task
+from ltvlib.study.key_heads import key_head_experiment
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import trained_ltv, task_splits
+from ltvlib.study.ov import ov_control_experiment, ov_experiment
+from ltvlib.study.plans import ov_key_heads_plan
 
 hf_logging.disable_progress_bar()
 
-# Per profile: the label-space tasks (they decide every verdict), the open-vocabulary tasks shown beside them,
-# the held-out analysis queries (validation split: saliency, mean head outputs, attention statistics, norm
-# scales), random head sets and random vectors per control. Every LTV is the middle-layer vector of
-# `ltvlib.experiments.profile_ltv` (seed 0) that chapter 00 trains for every task of the paper, so a book build
-# trains nothing here. In `cpu` RTE is left out: its prompts are the longest (the analysis runs the whole
-# prompt of every test query once), and three label-space tasks already give 600 test queries.
-CHAPTER_SIZES = {
-    "smoke": {"label": ("sst2",), "open": ("antonym",), "n_queries": 8, "n_random": 2, "n_draws": 2},
-    "cpu": {"label": ("sst2", "trec", "snli"), "open": ("antonym",), "n_queries": 64, "n_random": 3, "n_draws": 5},
-    "paper": {"label": ("sst2", "trec", "snli", "rte"), "open": ("antonym", "capitalize", "capital"),
-              "n_queries": 100, "n_random": 5, "n_draws": 10},
-}
-prof = get_profile(profile, recipe=recipe)
-sizes = CHAPTER_SIZES[prof.name]
-label_list = list(label_tasks or sizes["label"])
-open_list = list(open_tasks or sizes["open"])
-for t in label_list:
-    if not get_task(t).labels:
-        raise ValueError(f"{t!r} has no label space; give it in open_tasks")
+# Per profile (`ltvlib.study.plans.OV_KEY_HEADS_SIZES`): the label-space tasks (they decide every verdict), the
+# open-vocabulary tasks shown beside them, the held-out analysis queries (validation split: saliency, mean head
+# outputs, attention statistics, norm scales), random head sets and random vectors per control. Every LTV is the
+# middle-layer vector of `ltvlib.study.ltvs.trained_ltv` (seed 0) that chapter 00 trains for every task of the
+# paper, so a book build trains nothing here. In `cpu` RTE is left out: its prompts are the longest (the analysis
+# runs the whole prompt of every test query once), and three label-space tasks already give 600 test queries.
+plan = ov_key_heads_plan(profile, recipe=recipe, label_tasks=label_tasks, open_tasks=open_tasks, n_random=n_random,
+                         n_draws=n_draws)
+run, label_list, open_list = plan.run_sizes, list(plan.label_tasks), list(plan.open_tasks)
 task_list = label_list + open_list
-n_random = n_random or sizes["n_random"]
-n_draws = n_draws or sizes["n_draws"]
+n_random, n_draws = plan.n_random, plan.n_draws
 started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
@@ -103,8 +98,8 @@ ledger = LTVLedger()
 
 
 def queries_and_test(task):
-    splits = profile_splits(task, prof)
-    return list(splits.validation[: sizes["n_queries"]]), list(splits.test)
+    splits = task_splits(task, run)
+    return list(splits.validation[: plan.n_queries]), list(splits.test)
 
 
 def fmt(rec):
@@ -114,10 +109,10 @@ def fmt(rec):
 
 display(Markdown(
     f"**Model** `{lm.name}` ({L} layers, {H} query heads of {lm.geometry.head_dim} per layer, "
-    f"{lm.geometry.n_kv_heads} KV heads). **Profile** `{prof.name}`, recipe `{prof.recipe.recipe}`. Label-space "
+    f"{lm.geometry.n_kv_heads} KV heads). **Profile** `{profile}`, recipe `{run.recipe.recipe}`. Label-space "
     f"tasks (deciding): {', '.join(label_list)}; open-vocabulary (beside): {', '.join(open_list)}; every LTV at "
-    f"the middle layer {mid}. Analysis queries: the first {sizes['n_queries']} of each validation split; "
-    f"accuracies on up to {prof.n_test} test queries per task. Key heads: the top {fraction:.0%} = "
+    f"the middle layer {mid}. Analysis queries: the first {plan.n_queries} of each validation split; "
+    f"accuracies on up to {run.n_test} test queries per task. Key heads: the top {fraction:.0%} = "
     f"{max(1, round(fraction * L * H))} of {L * H} heads, {n_random} random head sets per control; "
     f"{n_draws} random vectors of the LTV's norm per OV control."
 ))
@@ -125,14 +120,14 @@ display(Markdown(
 # %% [markdown]
 # ## The trained vectors
 #
-# Every LTV comes from `ltvlib.experiments.profile_ltv` (the cache entries chapter 00 writes): one vector per
+# Every LTV comes from `ltvlib.study.ltvs.trained_ltv` (the cache entries chapter 00 writes): one vector per
 # task, added to the residual stream entering block $l$ = the middle layer at the last prompt position. A
 # vector whose validation score never rose above its random start is shown as "did not train" and left out
 # of every mean and verdict.
 
 # %%
 t0 = time.perf_counter()
-ltvs = {t: profile_ltv(lm, t, prof, layers=[mid], seed=seed) for t in task_list}
+ltvs = {t: trained_ltv(lm, t, run, layers=[mid], seed=seed) for t in task_list}
 trained = {t: ltvs[t].trained is True for t in task_list}
 deciding = [t for t in label_list if trained[t]]
 display(pd.DataFrame([
@@ -146,7 +141,7 @@ print(f"vectors: {time.perf_counter() - t0:.0f} s")
 # %% [markdown]
 # ## OV reconstruction, in the paper's form
 #
-# For query head $h$ of layer $l'$ (`ltvlib.ov.ov_matrix`): $OV_{l',h} = W_O^{l',h}\, W_V^{l',g(h)}\,
+# For query head $h$ of layer $l'$ (`ltvlib.analysis.ov.ov_matrix`): $OV_{l',h} = W_O^{l',h}\, W_V^{l',g(h)}\,
 # \mathrm{diag}(\gamma_{l'})$, with $W_O^{l',h}$ the head's column slice of `o_proj`, $W_V^{l',g}$ the value
 # rows of its KV group (grouped-query attention) and $\gamma_{l'}$ the gain of the block's pre-attention
 # RMSNorm. **The paper's reconstruction** is the bare-weight sum $\theta_{OV} = \sum_{l'\ge l}\sum_h
@@ -306,7 +301,7 @@ plt.show()
 # %% [markdown]
 # ## Key heads
 #
-# Saliency (`ltvlib.key_heads.head_saliency`): for every head, $|a_{l,h}\cdot \partial p(\text{gold})/\partial
+# Saliency (`ltvlib.analysis.key_heads.head_saliency`): for every head, $|a_{l,h}\cdot \partial p(\text{gold})/\partial
 # a_{l,h}|$ at the last position with $\theta$ injected ($a_{l,h}$ the head's slice of the `o_proj` input;
 # $|\cdot|$ per query, then the mean over the analysis queries). The key heads are the top 10 % of *all*
 # heads (the paper's definition); a second selection takes as many heads only among the layers at or after
@@ -418,7 +413,7 @@ plt.show()
 # Only heads at or after the injection layer can read $\theta$, so the U shape is measured there: the key heads
 # chosen among those layers (the second selection above), against the uniform distribution over them. The
 # $m = L - l$ layers are cut into thirds; under the null each head of those layers is equally likely to be a
-# key head, so the count in each third is hypergeometric (`ltvlib.key_heads.u_shape_test`, which also gives
+# key head, so the count in each third is hypergeometric (`ltvlib.analysis.key_heads.u_shape_test`, which also gives
 # the exact one-sided $p$ of the two outer thirds together and Pearson's $\chi^2$ over the three thirds). A U
 # shape means both the first and the last third hold more key heads than their share of the layers.
 
@@ -475,7 +470,7 @@ plt.show()
 # %% [markdown]
 # ## What the key heads attend to
 #
-# `ltvlib.key_heads.attention_stats`: the attention of the last position (with $\theta$ injected) to the
+# `ltvlib.analysis.key_heads.attention_stats`: the attention of the last position (with $\theta$ injected) to the
 # prompt's first real token (the sink; left padding is skipped) and to itself, per head, averaged over the
 # analysis queries. Attention to the sink changes strongly with depth, so key heads (all-layer selection)
 # are compared with the **other heads of the same layers**; the interval is a bootstrap over heads, pooled
@@ -707,7 +702,7 @@ interpret(by_key["key-head-attention"], {
 # - **Analysis and test queries are disjoint**: saliency, mean outputs, norm scales and attention statistics
 #   come from the validation split, accuracies from the test split.
 # - **Cost.** Every LTV is chapter 00's middle-layer vector (cached); the analysis runs only the last prompt
-#   token over cached keys and values (`ltvlib.key_heads.LastTokenRunner`).
+#   token over cached keys and values (`ltvlib.analysis.key_heads.LastTokenRunner`).
 
 # %%
 print(f"chapter time: {time.perf_counter() - started:.0f} s")

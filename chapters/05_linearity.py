@@ -53,37 +53,43 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.controls import control_excess
-from ltvlib.experiments import profile_ltv
-from ltvlib.linearity import linearity_config, mechanism_plan, profile_linearity, profile_linearity_control
-from ltvlib.ltv_report import LTVLedger
+from ltvlib.analysis.controls import control_excess
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
 from ltvlib.models import load_model
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims, threshold_rule
 from ltvlib.stats import Estimate, format_estimate, paired_bootstrap_difference, wilson_interval
+from ltvlib.study.linearity import cached_linearity, cached_linearity_control
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import trained_ltv
+from ltvlib.study.plans import linearity_chapter_plan
 from ltvlib.tasks import get_task
 
-# random vectors per (task, layer): each refits W around the vector (about 10 s on two CPU cores)
-N_DRAWS = {"smoke": 2, "cpu": 3, "paper": 10}
-prof = get_profile(profile, recipe=recipe)
-cfg = linearity_config(prof)
-n_draws = n_draws or N_DRAWS[prof.name]
 started = time.perf_counter()
 lm = load_model(model, device=device)
-plan = mechanism_plan(lm, prof)
+# random vectors per (task, layer): each refits W around the vector (about 10 s on two CPU cores)
+chapter_plan = linearity_chapter_plan(profile, recipe=recipe, n_layers=lm.n_layers, n_draws=n_draws)
+run, cfg, n_draws = chapter_plan.run_sizes, chapter_plan.config, chapter_plan.n_draws
+plan = {t: list(ls) for t, ls in chapter_plan.layers.items()}
 label_tasks = [t for t in plan if get_task(t).labels]
 sweep_task = max(label_tasks, key=lambda t: len(plan[t])) if label_tasks else None
 ledger = LTVLedger()
 display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}). **Profile** `{prof.name}`, recipe "
-    f"`{prof.recipe.recipe}`: " + "; ".join(
+    f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}). **Profile** `{profile}`, recipe "
+    f"`{run.recipe.recipe}`: " + "; ".join(
         f"{t} ({'label space' if t in label_tasks else 'open vocabulary'}) at layer{'s' if len(ls) > 1 else ''} "
         f"{', '.join(map(str, ls))}" for t, ls in plan.items())
     + f". Fit: {cfg.n_queries} training queries, $\\lceil {cfg.fit_factor} d \\rceil$ = "
     f"{int(np.ceil(cfg.fit_factor * lm.d_model))} perturbations, {cfg.n_heldout} held-out ones, "
-    f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on up to {prof.n_test} test "
+    f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on up to {run.n_test} test "
     f"queries per task. Control: {n_draws} random vectors of $\\|\\theta\\|$ per (task, layer), each with its own "
-    "fitted map. Every LTV is `ltvlib.experiments.profile_ltv` (seed 0), the vectors chapters 00 and 01 train."
+    "fitted map. Every LTV is `ltvlib.study.ltvs.trained_ltv` (seed 0), the vectors chapters 00 and 01 train."
 ))
 
 # %% [markdown]
@@ -92,7 +98,7 @@ display(Markdown(
 # - **Injection.** $\theta$ is *added* to the residual stream *entering* block $l$ at the last token of the
 #   zero-shot prompt (the LTV's own site).
 # - **Shift.** For query $q$, $\Delta_q(x) = f_q(h_q^l + x) - f_q(h_q^l)$: the change of the residual stream
-#   entering the final norm, last token (`ltvlib.linearity.ShiftProbe`).
+#   entering the final norm, last token (`ltvlib.analysis.linearity.ShiftProbe`).
 # - **Fit.** Perturbations $x_i = \theta + \lambda_i\varepsilon_i$, $\varepsilon_i \sim N(0, \|\theta\|^2/d\, I)$;
 #   $W$ is fitted to the query-mean shift by ridge regression (one query per perturbation, with a control
 #   variate). Quality: held-out $R^2$ about the mean.
@@ -103,16 +109,17 @@ display(Markdown(
 # - **Polar decomposition** $W = QS$; $\cos(\theta, Q\theta)$ measures the rotation; **task alignment**
 #   $\|Pv\|/\|v\|$ with $P$ the projection onto the span of the label tokens' effective unembeddings.
 # - **Random-vector control**: the same fit, $\cos(r, Q_r r)$ and alignments for random $r$ with
-#   $\|r\| = \|\theta\|$ at the same layer (`ltvlib.linearity.profile_linearity_control`).
+#   $\|r\| = \|\theta\|$ at the same layer (`ltvlib.study.linearity.cached_linearity_control`).
 
 # %%
 t0 = time.perf_counter()
 points = [(t, l) for t, ls in plan.items() for l in ls]
-ltvs = {(t, l): profile_ltv(lm, t, prof, layers=[l], seed=seed) for t, l in points}
+ltvs = {(t, l): trained_ltv(lm, t, run, layers=[l], seed=seed) for t, l in points}
 trained = {p: ltvs[p].trained is True for p in points}
 # an untrained vector is its random start: nothing of it is measured or shown
-res = {p: profile_linearity(lm, p[0], prof, p[1], seed=seed) for p in points if trained[p]}
-ctl = {p: profile_linearity_control(lm, p[0], prof, p[1], seed=seed, n_draws=n_draws) for p in points if trained[p]}
+res = {p: cached_linearity(lm, p[0], run, p[1], config=cfg, seed=seed) for p in points if trained[p]}
+ctl = {p: cached_linearity_control(lm, p[0], run, p[1], config=cfg, seed=seed, n_draws=n_draws)
+       for p in points if trained[p]}
 print(f"LTVs, fits and controls: {time.perf_counter() - t0:.0f} s")
 
 
@@ -220,7 +227,7 @@ plt.show()
 # alignment that the rotation brings, $\mathrm{align}(Q\theta) - \mathrm{align}(\theta)$, for both. **Rotation
 # fades with depth** is tested by the fitted change of $\cos(\theta, Q\theta)$ from the first to the last layer
 # (least-squares slope times the span), and *against the control* by the LTV's change minus the random
-# vectors' change; both with a bootstrap over layers and draws (`ltvlib.controls.control_excess`). **Rotation
+# vectors' change; both with a bootstrap over layers and draws (`ltvlib.analysis.controls.control_excess`). **Rotation
 # aligns early vectors with the labels** is tested on the layers before the middle one: the mean alignment
 # gain of the LTV, and its excess over the random vectors'.
 

@@ -35,13 +35,12 @@ profile = "cpu"
 seed = 0  # first LTV seed: the study uses seed, seed + 1, ...; seed 0 reuses chapter 0's vectors
 device = "auto"
 recipe = None  # None: the profile's LTV recipe; "fast" or "paper"
-tasks = None  # None: the profile's tasks (ltvlib.generalization.generalization_sizes); else a list of task names
+tasks = None  # None: the profile's tasks (ltvlib.study.plans.GENERALIZATION_SIZES); else a list of task names
 n_seeds = None  # None: the profile's seed counts; else this many seeds for every task and for the composition
 
 # %%
 import time
 import warnings
-from dataclasses import replace
 
 warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
@@ -51,15 +50,24 @@ import torch
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib import composition as comp
-from ltvlib.experiments import icl_accuracy, profile_splits
-from ltvlib.generalization import (
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
+from ltvlib.models import load_model
+from ltvlib.stats import Proportion, format_estimate, paired_bootstrap_difference, seed_interval
+from ltvlib.study import composition as comp
+from ltvlib.study.generalization import (
     PAPER_SNLI_TO_RTE,
     control_margin,
     cosine_matrix,
     gap_interval,
     gap_permutation,
-    generalization_sizes,
     initial_vectors,
     pca_2d,
     random_transfer,
@@ -70,36 +78,26 @@ from ltvlib.generalization import (
     transfer_matrix,
     tsne_2d,
 )
-from ltvlib.ltv_report import LTVLedger
-from ltvlib.models import load_model
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims, threshold_rule
-from ltvlib.stats import Proportion, format_estimate, paired_bootstrap_difference, seed_interval
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import icl_accuracy, task_splits
+from ltvlib.study.plans import generalization_plan
 
 hf_logging.disable_progress_bar()
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
                      "ytick.labelsize": 9, "legend.fontsize": 9})
 ledger = LTVLedger()
-prof = get_profile(profile, recipe=recipe)
+# every seed shifted by the run's seed (seed 0: chapter 0's vectors are the first seed)
+plan = generalization_plan(profile, recipe=recipe, seed=seed, tasks=tasks, n_seeds=n_seeds)
+run, sizes, csizes = plan.run_sizes, plan.sizes, plan.composition
 started = time.perf_counter()
 lm = load_model(model, device=device)
-sizes = generalization_sizes(prof)
-csizes = comp.composition_sizes(prof)
-if tasks is not None:
-    sizes = replace(sizes, tasks=tuple(tasks), fewer_seeds=tuple((t, s) for t, s in sizes.fewer_seeds if t in tasks))
-if n_seeds is not None:
-    sizes = replace(sizes, seeds=tuple(range(n_seeds)), fewer_seeds=())
-    csizes = replace(csizes, seeds=tuple(range(n_seeds)))
-# every seed shifted by the run's seed (seed 0: chapter 0's vectors are the first seed)
-sizes = sizes.shifted(seed)
-csizes = replace(csizes, seeds=tuple(seed + s for s in csizes.seeds))
 seed_plan = {}
 for t in sizes.tasks:
     seed_plan.setdefault(sizes.seeds_of(t), []).append(t)
 display(Markdown(
     f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}); vectors at the input of block "
-    f"{lm.middle_layer}, last position. **Profile** `{prof.name}`: {prof.n_train}/{prof.n_val} train/validation "
-    f"queries, {prof.n_test or 'all'} test queries per task, recipe `{prof.recipe.recipe}`; "
+    f"{lm.middle_layer}, last position. **Profile** `{profile}`: {run.n_train}/{run.n_val} train/validation "
+    f"queries, {run.n_test or 'all'} test queries per task, recipe `{run.recipe.recipe}`; "
     + "; ".join(f"seeds {list(ss)} for {', '.join(ts)}" for ss, ts in seed_plan.items())
     + f". Transfer matrix from the seed-{list(sizes.transfer_seeds)} vectors. Composition: seeds "
     f"{list(csizes.seeds)}, scales {list(csizes.scales)}, ICL with {list(csizes.icl_shots)} composed "
@@ -109,7 +107,7 @@ display(Markdown(
 # %% [markdown]
 # **Why these sizes.** The whole book has to build on two CPU cores, so the `cpu` run of this chapter is held to
 # about 12 minutes. Chapter 0 has already trained every task's first-seed vector, and this chapter reads those
-# very cache entries (`ltvlib.experiments.profile_ltv` with chapter 0's arguments), so it pays only for the
+# very cache entries (`ltvlib.study.ltvs.trained_ltv` with chapter 0's arguments), so it pays only for the
 # further seeds, the transfer evaluations and the composition. Measured on this machine (single-threaded CPU
 # seconds): a second seed of a short-prompt task (Capital, Capitalize, Antonym, TREC) costs 25-70 s, SST-2 and
 # SNLI about 100 s, RTE over 300 s; the transfer matrix about 4 minutes (each target's test prompts once, then
@@ -135,7 +133,7 @@ display(Markdown(
 
 # %%
 t0 = time.perf_counter()
-all_ltvs = task_vectors(lm, prof, sizes)
+all_ltvs = task_vectors(lm, run, sizes)
 t_vectors = time.perf_counter() - t0
 ltvs = {k: v for k, v in all_ltvs.items() if ledger.keep([v], where="ch06-table-vectors")}
 vec_rows = []
@@ -257,7 +255,7 @@ if tsne is None:
 
 # %%
 t0 = time.perf_counter()
-rows = pd.DataFrame(transfer_matrix(lm, all_ltvs, prof, sizes))
+rows = pd.DataFrame(transfer_matrix(lm, all_ltvs, run, sizes))
 t_transfer = time.perf_counter() - t0
 rows["accuracy"] = [ledger.value(all_ltvs[(r.source, r.seed)], r.accuracy, where="ch06-transfer")
                     for r in rows.itertuples()]
@@ -272,7 +270,7 @@ cls_targets = [t for t in sizes.tasks if tr[tr.target == t]["label_correct"].map
 lab = 100 * tr[tr.target.isin(cls_targets)].pivot_table(index="source", columns="target", values="label_accuracy",
                                                        aggfunc="mean", dropna=False)
 lab = lab.reindex(index=list(sizes.tasks), columns=cls_targets)
-zero = {t: icl_accuracy(lm, t, 0, prof, seed=seed) for t in sizes.tasks}
+zero = {t: icl_accuracy(lm, t, 0, run, seed=seed) for t in sizes.tasks}
 n_test = {t: int(tr[tr.target == t]["n"].iloc[0]) for t in sizes.tasks}
 print(f"transfer evaluations: {t_transfer:.0f} s")
 own_tab = own_rows.assign(accuracy=100 * own_rows.accuracy).pivot(index="source", columns="seed", values="accuracy")
@@ -332,10 +330,10 @@ rte_cells = {}
 if nli:
     assert shared_labels("snli", "rte") == ("True", "False")
     cell = tr[(tr.source == "snli") & (tr.target == "rte")].iloc[0]
-    rte_test = profile_splits("rte", prof).test
+    rte_test = task_splits("rte", run).test
     n_rte = len(rte_test)
     majority = max(sum(e.output == lab_ for e in rte_test) for lab_ in ("True", "False")) / n_rte
-    rand = random_transfer(lm, all_ltvs[("snli", s0)], "rte", prof, n_draws=sizes.control_draws, seed=seed)
+    rand = random_transfer(lm, all_ltvs[("snli", s0)], "rte", run, n_draws=sizes.control_draws, seed=seed)
     others = [t for t in sizes.tasks if t not in ("snli", "rte") and not pd.isna(acc.loc[t, "rte"])]
     best_other = max(others, key=lambda t: acc.loc[t, "rte"]) if others else None
     other_cell = tr[(tr.source == best_other) & (tr.target == "rte")].iloc[0] if best_other else None
@@ -397,7 +395,7 @@ plt.show()
 # whose English and French forms are both gendered (the FV English→French file lists single words, 41 of which
 # the pairs already use), and the power comes from three seeds instead. **No test word in any training data:**
 # every training or validation example (and every ICL demonstration) that contains any word of any form of a
-# test pair is dropped (`ltvlib.composition.composition_data`, asserted by `check_no_leak`, and tested).
+# test pair is dropped (`ltvlib.study.composition.composition_data`, asserted by `check_no_leak`, and tested).
 #
 # Methods, on the composed task's zero-shot test prompts unless said: zero-shot; ICL with $k$ composed
 # demonstrations; each component LTV alone; their sum; the **control**, a random vector with the sum's norm at
@@ -408,7 +406,7 @@ plt.show()
 # pairs, with a seed-and-query bootstrap interval; a seed whose component vectors did not train is left out.
 
 # %%
-data = comp.composition_data(prof)
+data = comp.composition_data(run)
 comp.check_no_leak(data, data.splits[comp.COMPOSED].train)
 display(pd.DataFrame([{
     "task": t, "train": len(data.splits[t].train), "validation": len(data.splits[t].validation),
@@ -422,9 +420,9 @@ display(Markdown(
     f"feminine starts with the same token as another form of its pair ({len(masc_clash)} as the French masculine), "
     "so the first-token metric counts that form as correct too."))
 t0 = time.perf_counter()
-results = [comp.composition_result(lm, prof, csizes, seed=s) for s in csizes.seeds]
+results = [comp.composition_result(lm, run, csizes, seed=s) for s in csizes.seeds]
 t_comp = time.perf_counter() - t0
-comp_ltvs = {(t, s): comp.composition_ltv(lm, t, prof, data, seed=s) for t in comp.TASKS for s in csizes.seeds}
+comp_ltvs = {(t, s): comp.composition_ltv(lm, t, run, data, seed=s) for t in comp.TASKS for s in csizes.seeds}
 sum_seeds = [r for r in results if all(ledger.keep([comp_ltvs[(t, r["seed"])]], where="ch06-composition")
                                        for t in comp.COMPONENTS)]
 own_seeds = [r for r in results if ledger.keep([comp_ltvs[(comp.COMPOSED, r["seed"])]], where="ch06-composition")]

@@ -31,14 +31,14 @@
 # - **Option text** (the primary score). The question is asked with its two options listed *without letters*,
 #   in both orders, and each option's text is scored as the answer by its mean log-probability per token;
 #   P(myopic) is the softmax over the two options, averaged over the two orders. No letter can carry a bias,
-#   and a preference for the first- or last-listed option cancels (`ltvlib.myopic.score_option_text`; a test
+#   and a preference for the first- or last-listed option cancels (`ltvlib.study.myopic.score_option_text`; a test
 #   on a tiny model checks that swapping an item's options leaves the score unchanged).
 # - **Greedy answers judged against the options.** The model writes its answer to the same prompt; a rule
-#   (`ltvlib.myopic.judge_answer`) says whether it states the myopic option, the other one, or neither.
+#   (`ltvlib.study.myopic.judge_answer`) says whether it states the myopic option, the other one, or neither.
 # - **Letters, with their bias reported and controlled.** The A/B prompt the vectors are trained on, scored
 #   as given and with the two options swapped: the share of `A` answers on letter-balanced items is the
 #   letter bias, and averaging the myopic letter's log-odds over both orders cancels it
-#   (`ltvlib.myopic.debiased_letter_log_odds`).
+#   (`ltvlib.study.myopic.debiased_letter_log_odds`).
 #
 # Every vector is trained or extracted **toward either answer** (the myopic one and the other one, same
 # questions, letters swapped), and a method's **steering range** is P(myopic) with its vector toward the
@@ -51,22 +51,23 @@ profile = "cpu"
 seed = 0
 device = "auto"
 recipe = None  # None: the profile's LTV recipe; "fast" or "paper"
-task = None  # None: the profile's choice (ltvlib.myopic.MYOPIC_SIZES): "myopic" (human-written items); or "myopic_lm"
+task = None  # None: the profile's choice (ltvlib.study.plans.MYOPIC_SIZES): "myopic" (human-written items); or "myopic_lm"
 
 # %%
 import math
 import textwrap
 import time
-from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.ltv_report import LTVLedger
+from ltvlib.book.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims
 from ltvlib.models import load_model
-from ltvlib.myopic import (
+from ltvlib.stats import Estimate, format_estimate
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.myopic import (
     DIRECTIONS,
     JUDGEMENTS,
     STEERING_METRICS,
@@ -80,21 +81,16 @@ from ltvlib.myopic import (
     ltv_splits,
     method_label,
     myopic_behaviour,
-    myopic_sizes,
     steering_difference,
     steering_range,
 )
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims
-from ltvlib.stats import Estimate, format_estimate
+from ltvlib.study.plans import myopic_plan
 from ltvlib.tasks import get_task, load_splits
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
                      "ytick.labelsize": 9, "legend.fontsize": 9})
-prof = get_profile(profile, recipe=recipe)
-sizes = myopic_sizes(prof)
-if task is not None:
-    sizes = replace(sizes, task=task)
+plan = myopic_plan(profile, recipe=recipe, task=task)
+run, sizes = plan.run_sizes, plan.sizes
 started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
@@ -102,15 +98,15 @@ letters = answer_tokens(lm, sizes.task)
 test = balanced_test(sizes.task, sizes.n_test)
 check_no_leak(sizes.task, test)
 full = load_splits(sizes.task)
-ltv_split = ltv_splits("myopic", prof, sizes)
-rcp = ltv_recipe(prof, sizes)
+ltv_split = ltv_splits("myopic", run, sizes)
+rcp = ltv_recipe(run, sizes)
 n_stop = min(len(ltv_split.validation), rcp.val_queries or len(ltv_split.validation))
-vtv_cfg, fv_cfg = extraction_configs(prof, sizes)
+vtv_cfg, fv_cfg = extraction_configs(run, sizes)
 n_judge = sizes.judge_items or len(test)
 judged_methods = "every method" if sizes.judge_methods is None else ", ".join(
     method_label(m) for m in sizes.judge_methods)
 display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, middle layer {mid}). **Profile** `{prof.name}`. **Task** "
+    f"**Model** `{lm.name}` ({lm.n_layers} layers, middle layer {mid}). **Profile** `{profile}`. **Task** "
     f"`{sizes.task}` ({get_task(sizes.task).description}): {len(full.train)} / {len(full.validation)} / "
     f"{len(full.test)} questions in the seeded (seed 0) train / validation / test split. The held-out set is "
     f"**{len(test)} test questions, {sum(e.output == 'A' for e in test)} with the myopic answer A and "
@@ -130,7 +126,7 @@ display(Markdown(
 # ## Directions, methods and where each vector goes
 #
 # The registry task `myopic` labels each question with the letter of its myopic choice;
-# `ltvlib.myopic.direction_task` builds the **non-myopic** variant from the same file, so both directions
+# `ltvlib.study.myopic.direction_task` builds the **non-myopic** variant from the same file, so both directions
 # have the same questions in the same splits and only the letters differ. For each direction:
 #
 # - **LTV**: trained by gradient descent on the direction's A/B training prompts (`Q: {question}\nA: (`),
@@ -146,7 +142,7 @@ display(Markdown(
 #   the output of block $L/3$, last token.
 # - **ICL**: $k$ demonstrations answered in the direction, then the question; no vector.
 # - **Random vector of the LTV's norm** (the control): a vector with a uniformly random direction and the
-#   norm of that direction's LTV, at the LTV's site (`ltvlib.controls.random_like`). It tells what any
+#   norm of that direction's LTV, at the LTV's site (`ltvlib.analysis.controls.random_like`). It tells what any
 #   vector of that size does to the answer.
 # - **Zero-shot**: the question alone (the same for both directions).
 #
@@ -164,10 +160,10 @@ display(Markdown(
 
 # %%
 t0 = time.perf_counter()
-table = myopic_behaviour(lm, prof, seeds=(seed,), sizes=sizes)
+table = myopic_behaviour(lm, run, seeds=(seed,), sizes=sizes)
 t_measure = time.perf_counter() - t0
 records = table["records"]
-ltvs = {d: direction_ltv(lm, d, prof, sizes, seed=seed) for d in DIRECTIONS}
+ltvs = {d: direction_ltv(lm, d, run, sizes, seed=seed) for d in DIRECTIONS}
 ledger = LTVLedger()
 ltv_ok = all(ledger.keep([ltvs[d]], where="ch07-table-results") for d in DIRECTIONS)
 print(f"all measurements: {t_measure:.0f} s (cached ones are read back)")
@@ -353,7 +349,7 @@ plt.show()
 # prompt the LTV never saw. These are illustrations, not evidence (the judged answers above are).
 
 # %%
-gens = generation_examples(lm, prof, seed=seed, sizes=sizes)
+gens = generation_examples(lm, run, seed=seed, sizes=sizes)
 variants = {"none": "no vector", "myopic": "LTV toward myopic", "non_myopic": "LTV toward non-myopic"}
 for kind, head in (("A/B", "A/B prompt: the continuation after 'A: ('"),
                    ("open", "open prompt: 'Q: {question without its choices}\\nA:'")):
@@ -530,7 +526,7 @@ print(f"chapter time: {time.perf_counter() - started:.0f} s")
 # - **Both directions and a random control.** The paper (as far as we know) steers toward the behaviour only;
 #   we add the opposite direction so that steering can be told apart from the model's own preference, and
 #   random vectors of the LTV's norm so that it can be told apart from what any vector of that size does.
-# - **Sizes (`cpu` profile, `ltvlib.myopic.MYOPIC_SIZES`).** 100 held-out questions (50 per letter), each
+# - **Sizes (`cpu` profile, `ltvlib.study.plans.MYOPIC_SIZES`).** 100 held-out questions (50 per letter), each
 #   scored four times per method (A/B prompt as given and swapped, option text in two orders); the LTVs on 256
 #   training questions with 64 letter-balanced validation questions, through the recipe's 8 epochs (best
 #   epoch kept), one seed; 5-shot ICL on the profile's 8 fixed demonstration blocks; the extracted vectors at

@@ -32,7 +32,7 @@
 # Chapters 01, 04 and 05 test these on SmolLM2-135M, a Llama-architecture model. This chapter runs the same
 # measurements, through the same library functions and with **one LTV recipe for every model**, on a model of
 # another architecture, **Gemma-3-270M**, and puts both side by side. Each claim gets one verdict over the
-# models of the run, from a rule in code applied per model (`ltvlib.scorecard.combine_rule`). The list of
+# models of the run, from a rule in code applied per model (`ltvlib.book.scorecard.combine_rule`). The list of
 # models is a parameter: on a GPU, `-p models` can add Llama-3.x checkpoints by their Hugging Face ids.
 
 # %% tags=["parameters"]
@@ -54,34 +54,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.across_models import (
-    EXTRACTED,
-    across_sizes,
-    architecture_row,
-    attention_write_check,
-    check_code_paths,
-    clear_memory,
-    correct_at,
-    function_vector_write,
-    key_head_correct,
-    key_head_results,
-    linearity_layers,
-    linearity_results,
-    middle_layer_results,
-    middle_ltv,
-    plan_tasks,
-    stream_rms,
-    sweep_ltv_layers,
-    sweep_ltvs,
-    sweep_results,
-)
-from ltvlib.experiments import profile_ltv, profile_splits
-from ltvlib.experiments_extracted import profile_function_vector
-from ltvlib.linearity import linearity_config
-from ltvlib.ltv_report import LTVLedger
-from ltvlib.models import load_model
-from ltvlib.profiles import get_profile
-from ltvlib.scorecard import (
+from ltvlib.book.scorecard import (
     Claim,
     combine_rule,
     direction_rule,
@@ -90,27 +63,49 @@ from ltvlib.scorecard import (
     record_claims,
     threshold_rule,
 )
+from ltvlib.models import load_model
 from ltvlib.stats import format_estimate, paired_bootstrap_difference, proportion_estimate
+from ltvlib.study.across_models import (
+    EXTRACTED,
+    architecture_row,
+    attention_write_check,
+    check_code_paths,
+    clear_memory,
+    correct_at,
+    function_vector_write,
+    key_head_correct,
+    key_head_results,
+    linearity_results,
+    middle_layer_results,
+    middle_ltv,
+    stream_rms,
+    sweep_ltvs,
+    sweep_results,
+)
+from ltvlib.study.extracted import cached_function_vector
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import trained_ltv, task_splits
+from ltvlib.study.plans import across_models_plan
 
 hf_logging.disable_progress_bar()
-prof = get_profile(profile, recipe=recipe)
-sizes = across_sizes(prof)
-plan = plan_tasks(prof)
+chapter_plan = across_models_plan(profile, recipe=recipe)
+run, sizes = chapter_plan.run_sizes, chapter_plan.sizes
+plan = {k: list(v) for k, v in chapter_plan.tasks.items()}
 if isinstance(models, str):  # `-p models a,b` from the command line
     models = [m.strip() for m in models.split(",") if m.strip()]
 model_list = [model] + [m for m in models if m != model]
 ledger = LTVLedger()  # every LTV number this chapter shows goes through it ("did not train" otherwise)
 started = time.perf_counter()
 display(Markdown(
-    f"**Models** {', '.join(f'`{m}`' for m in model_list)}. **Profile** `{prof.name}`: middle-layer table on "
+    f"**Models** {', '.join(f'`{m}`' for m in model_list)}. **Profile** `{profile}`: middle-layer table on "
     f"{', '.join(plan['table'])}; layer sweep on {', '.join(plan['sweep'])}; key heads on "
     f"{', '.join(plan['key_heads'])} ({sizes.n_key_queries} analysis queries, {sizes.n_random} random head sets); "
     f"linear reconstruction on {', '.join(plan['linearity'])} at the layers nearest "
     f"{', '.join(f'{f:g}L' for f in sizes.linearity_fractions)}. "
-    f"Test queries per task: up to {prof.n_test or 'all'}; one LTV training seed ({seed}); LTV recipe "
-    f"`{prof.recipe.recipe}` (learning rate {prof.recipe.lr:.3g} and initial range {prof.recipe.init_range:.3g}"
-    + (" times the residual stream's RMS at each vector's site" if prof.recipe.relative_to_stream else
-       ", absolute") + f") with {prof.n_train}/{prof.n_val} train/validation queries."
+    f"Test queries per task: up to {run.n_test or 'all'}; one LTV training seed ({seed}); LTV recipe "
+    f"`{run.recipe.recipe}` (learning rate {run.recipe.lr:.3g} and initial range {run.recipe.init_range:.3g}"
+    + (" times the residual stream's RMS at each vector's site" if run.recipe.relative_to_stream else
+       ", absolute") + f") with {run.n_train}/{run.n_val} train/validation queries."
 ))
 
 # %% [markdown]
@@ -134,7 +129,7 @@ display(Markdown(
 # (512 tokens) in 15 of its 18 layers.
 #
 # Before measuring anything, the cell below checks on each real model that the shortcuts every chapter uses
-# give the model's own forward pass (`ltvlib.across_models.check_code_paths`), with a random vector of
+# give the model's own forward pass (`ltvlib.study.across_models.check_code_paths`), with a random vector of
 # residual-stream size injected at the middle layer of SST-2 prompts of different lengths: cached prompt
 # prefixes with a shared demonstration block (logits of the answer tokens and the gradient with respect to the
 # vector), chapter 04's last-token runner, chapter 05's single-token passes from the injection block, the
@@ -184,7 +179,7 @@ display(Markdown(
 #
 # One loop per model computes everything the chapter shows (the functions cache their results, so a second
 # run, or the default model after chapters 01, 04 and 05, reads them back). Beside the accuracies it records
-# which test queries each method gets right (`ltvlib.across_models.correct_at`, `key_head_correct`): two
+# which test queries each method gets right (`ltvlib.study.across_models.correct_at`, `key_head_correct`): two
 # methods evaluated on the same queries are compared by a paired bootstrap of their difference
 # (`ltvlib.stats.paired_bootstrap_difference`), one accuracy gets a Wilson interval.
 #
@@ -202,36 +197,40 @@ for name in model_list:
     t0 = time.perf_counter()
     lm = load_model(name, device=device)
     r = {"L": lm.n_layers, "mid": lm.middle_layer, "d": lm.d_model, "stream_rms": stream_rms(lm), "ltv": {}}
-    r["table"] = {t: middle_layer_results(lm, t, prof, seed=seed) for t in plan["table"]}
+    at = chapter_plan.layers(lm.n_layers)  # this model's layers, per task
+    r["table"] = {t: middle_layer_results(lm, t, run, icl_shots=chapter_plan.icl_shots,
+                                          extracted_layers=list(at.extracted[t]), seed=seed) for t in plan["table"]}
     for t in plan["table"]:
-        r["ltv"][t, lm.middle_layer] = middle_ltv(lm, t, prof, seed=seed)
-    r["ltv_layers"] = {t: sweep_ltv_layers(lm, prof, t) for t in plan["sweep"]}
+        r["ltv"][t, lm.middle_layer] = middle_ltv(lm, t, run, seed=seed)
+    r["ltv_layers"] = {t: list(at.sweep_ltv[t]) for t in plan["sweep"]}
     # which test queries each method gets right, at every layer an LTV is compared at
     points = sorted({(t, lm.middle_layer) for t in plan["table"]} | {(t, l) for t in plan["sweep"]
                                                                       for l in r["ltv_layers"][t]})
-    r["correct"] = {(t, l): correct_at(lm, t, prof, l, seed=seed) for t, l in points}
-    fvs = {t: profile_function_vector(lm, t, prof, seed=seed) for t in plan["table"]
+    r["correct"] = {(t, l): correct_at(lm, t, run, l, seed=seed) for t, l in points}
+    fvs = {t: cached_function_vector(lm, t, run, seed=seed) for t in plan["table"]
            if r["table"][t]["function_vector"] is not None}
     r["fv_write"] = {t: function_vector_write(lm, fv) for t, fv in fvs.items()}
     fv_layers = sorted({l for fv in fvs.values() for l, _ in fv.heads})
     r["attention_write"] = attention_write_check(lm, fv_layers) if fv_layers else {}
     timings[name]["middle-layer table"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    r["sweep"] = {t: sweep_results(lm, t, prof, seed=seed) for t in plan["sweep"]}
+    r["sweep"] = {t: sweep_results(lm, t, run, ltv_layers=r["ltv_layers"][t], curve_layers=list(at.table), seed=seed)
+                  for t in plan["sweep"]}
     for t in plan["sweep"]:
-        r["ltv"] |= {(t, l): v for l, v in sweep_ltvs(lm, t, prof, seed=seed).items()}
+        r["ltv"] |= {(t, l): v for l, v in sweep_ltvs(lm, t, run, r["ltv_layers"][t], seed=seed).items()}
     timings[name]["layer sweep"] = time.perf_counter() - t1
     t1 = time.perf_counter()
-    r["key_heads"] = {t: key_head_results(lm, t, prof, seed=seed) for t in plan["key_heads"]}
-    r["key_correct"] = {t: key_head_correct(lm, t, prof, seed=seed) for t in plan["key_heads"]}
+    r["key_heads"] = {t: key_head_results(lm, t, run, sizes, seed=seed) for t in plan["key_heads"]}
+    r["key_correct"] = {t: key_head_correct(lm, t, run, sizes, seed=seed) for t in plan["key_heads"]}
     timings[name]["key heads"] = time.perf_counter() - t1
     t1 = time.perf_counter()
-    r["linearity"] = {t: linearity_results(lm, t, prof, seed=seed) for t in plan["linearity"]}
+    r["linearity"] = {t: linearity_results(lm, t, run, list(at.linearity[t]), config=chapter_plan.linearity, seed=seed)
+                      for t in plan["linearity"]}
     for t in plan["linearity"]:
-        r["ltv"] |= {(t, l): profile_ltv(lm, t, prof, layers=[l], seed=seed) for l in linearity_layers(lm, prof, t)}
+        r["ltv"] |= {(t, l): trained_ltv(lm, t, run, layers=[l], seed=seed) for l in at.linearity[t]}
     timings[name]["linear reconstruction"] = time.perf_counter() - t1
     timings[name]["total"] = time.perf_counter() - t0 + timings[name]["load and checks"]
-    r["n_test"] = {t: len(profile_splits(t, prof).test) for t in plan["table"]}
+    r["n_test"] = {t: len(task_splits(t, run).test) for t in plan["table"]}
     results[name] = r
     del lm
     clear_memory()
@@ -288,7 +287,7 @@ plt.show()
 METHODS = {"ltv": "LTV", "vanilla_tv": "Vanilla TV", "vanilla_tv_difference": "Vanilla TV diff.",
            "function_vector": "FV"}
 PAPER = {"ltv": 83.49, "vanilla_tv": 37.80, "function_vector": 37.30}  # Table 1, Llama-3.1-8B, seven-task average
-shot_cols = [f"{k}-shot ICL" for k in prof.icl_shots]
+shot_cols = [f"{k}-shot ICL" for k in chapter_plan.icl_shots]
 cols = ["zero-shot", *shot_cols, *METHODS]
 
 
@@ -336,7 +335,7 @@ display(table)
 # equal what the attention block adds to the stream (Table 8.6, at every layer holding one of the FV's heads;
 # beside it the size of the bare $W_O$ terms relative to it, which an FV built without the norm would have
 # summed); (2) the FV's norm against its heads' write recomputed from their mean outputs by another path
-# (`ltvlib.across_models.function_vector_write`, Table 8.7). The FV enters this chapter's comparisons on a model
+# (`ltvlib.study.across_models.function_vector_write`, Table 8.7). The FV enters this chapter's comparisons on a model
 # only if both checks pass there: writes within $10^{-3}$ of the block's contribution, and the FV within a
 # factor 1.5 of its heads' write with a cosine above 0.9.
 #
@@ -490,7 +489,7 @@ panels = [(m, t) for t in plan["sweep"] for m in model_list]
 fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 3.0 * len(panels)), sharex=True, squeeze=False)
 for ax, (m, task) in zip(axes[:, 0], panels):
     r = results[m]
-    n = len(profile_splits(task, prof).test)
+    n = len(task_splits(task, run).test)
     for method, style in STYLE.items():
         pts = sorted(r["sweep"][task][method].items())
         if method == "ltv":
@@ -520,7 +519,7 @@ for ax, (m, task) in zip(axes[:, 0], panels):
 axes[-1, 0].set_xlabel("injection layer / number of layers")
 handles, labels = axes[0, 0].get_legend_handles_labels()
 fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.01))
-fig.suptitle(f"Learned against extracted task vectors across depth ({prof.name} profile)", fontsize=11)
+fig.suptitle(f"Learned against extracted task vectors across depth ({profile} profile)", fontsize=11)
 fig.tight_layout(rect=(0, 0.12 if len(panels) < 3 else 0.07, 1, 1))
 plt.show()
 
@@ -686,7 +685,7 @@ lin_cols = {"ltv": "LTV", "w_theta": "Wθ (final norm)", "w_theta_last_block": "
 lin_rows = []
 for m, r in results.items():
     for t in plan["linearity"]:
-        n = len(profile_splits(t, prof).test)
+        n = len(task_splits(t, run).test)
         for layer, v in r["linearity"][t].items():
             ltv = r["ltv"][t, layer]
             row = {"model": m, "task": t, "layer": layer, "depth l/L": round(layer / r["L"], 2)}
@@ -699,10 +698,10 @@ for m, r in results.items():
             lin_rows.append(row)
 lin = pd.DataFrame(lin_rows).set_index(["model", "task", "layer"])
 display(Markdown("**Table 8.9.** Per model, task and injection layer: accuracy (%, 95 % interval, n = "
-                 f"{', '.join(str(len(profile_splits(t, prof).test)) for t in plan['linearity'])}) of the LTV, of "
+                 f"{', '.join(str(len(task_splits(t, run).test)) for t in plan['linearity'])}) of the LTV, of "
                  "$W\\theta$ at the final norm's input and at the last block's input, and zero-shot; the fit's "
                  "held-out $R^2$ and explained fraction, the rotation $\\cos(\\theta, Q\\theta)$ and the stretch. "
-                 f"Fit sizes: {linearity_config(prof).n_queries} training queries, $2d$ perturbations."))
+                 f"Fit sizes: {chapter_plan.linearity.n_queries} training queries, $2d$ perturbations."))
 display(lin)
 
 # %% mystnb={"figure": {"caption": "Test accuracy of the LTV injected at block l (solid), of its linear reconstruction Wθ added to the residual stream entering the final norm (dashed) or entering the last block (dash-dotted), and zero-shot (dotted), at three depths per model, with 95 % Wilson intervals. Layers whose LTV did not train are left out. The paper gives no single number for this comparison.", "name": "ch08-fig-linearity"}}
@@ -710,7 +709,7 @@ fig, axes = plt.subplots(len(model_list), 1, figsize=(7.5, 3.0 * len(model_list)
 for ax, m in zip(axes[:, 0], model_list):
     r = results[m]
     for i, t in enumerate(plan["linearity"]):
-        n = len(profile_splits(t, prof).test)
+        n = len(task_splits(t, run).test)
         layers = [l for l in sorted(r["linearity"][t]) if ledger.keep([r["ltv"][t, l]], where="Figure 8.5")]
         if not layers:
             continue
@@ -743,7 +742,7 @@ lin_parts, lin_ests = {}, {}
 for m, r in results.items():
     found = False
     for t in plan["linearity"]:
-        n = len(profile_splits(t, prof).test)
+        n = len(task_splits(t, run).test)
         for l, v in sorted(r["linearity"][t].items()):
             if not ltv_trained(r, t, l) or not v["ltv"] > v["zero_shot"] + 10:
                 continue

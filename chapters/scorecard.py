@@ -19,7 +19,7 @@
 # One row per claim of the paper as a chapter tested it: the paper's number, ours, the model and profile it
 # was measured with, and the verdict, with a link to the figure or table that supports it. Nothing here is
 # typed by hand: each chapter's last cell computes its rows from its own measurements and saves them
-# (`ltvlib.scorecard.record_claims` writes `results/claims/<chapter>.json`), and this page reads those
+# (`ltvlib.book.scorecard.record_claims` writes `results/claims/<chapter>.json`), and this page reads those
 # files. The book runner executes this page after every other chapter.
 #
 # **The rule.** A verdict follows from the checks in the *rule* column, conditions each chapter states and
@@ -37,7 +37,7 @@ device = "auto"  # unused: this page only reads the chapters' results
 # %%
 from IPython.display import Markdown, display
 
-from ltvlib.scorecard import PAPER_CLAIMS, book_root, load_sheets, scorecard_markdown, summary_markdown
+from ltvlib.book.scorecard import PAPER_CLAIMS, book_root, load_sheets, scorecard_markdown, summary_markdown
 
 root = book_root(model, profile, seed)
 sheets = load_sheets(root)

@@ -34,8 +34,8 @@ from .tasks import DataFileError, Example, Task, TaskSplits, check_label_tokens,
 
 PROG = "python -m ltvlib"
 DEFAULT_MODEL = "smollm2-135m"
-# k-shot prompts draw their demonstrations as this many fixed blocks, shared by the queries in turn (the cpu
-# profile's choice): each block's keys and values are computed once.
+# k-shot prompts draw their demonstrations as this many fixed blocks, shared by the queries in turn (the book's
+# `cpu` runs draw 8 too): each block's keys and values are computed once.
 ICL_DEMO_SETS = 8
 
 EPILOG = f"""\
@@ -247,7 +247,7 @@ def evaluate_conditions(
     last tokens are recomputed) and run in that order, so ``train`` and ``eval`` do the same computation.
     """
     from .evaluate import EvalSet, evaluate
-    from .runner import tail_needed
+    from .forward import tail_needed
 
     test = list(splits.test)
     log(f"evaluating zero-shot and the LTV on {len(test)} test queries")

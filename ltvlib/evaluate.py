@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
+from .forward import PromptRunner, Tail
 from .inject import Mode, Site, VectorEdit
 from .prompts import answer_ids, encode_prompts, sample_demos
-from .runner import PromptRunner, Tail
 from .tasks import Example, Task, get_task
 
 
@@ -64,7 +64,7 @@ class EvalSet:
         demo_pool: where demonstrations come from (the training split); required when ``shots > 0``.
         seed: seeds the demonstration draw.
         tail: prompt positions recomputed per evaluation (1 = vectors at the last token; a
-            :class:`~ltvlib.runner.PositionTail` = each prompt from its own injected position, for positions
+            :class:`~ltvlib.forward.PositionTail` = each prompt from its own injected position, for positions
             counted from the start; None = any position, full forwards).
         cache_rows: keep each prompt's prefix after its first evaluation (worth it when evaluating several
             vectors).
@@ -76,7 +76,7 @@ class EvalSet:
             46 KB of keys/values per token on SmolLM2-135M in fp32) with room to spare; at 256 MiB two thirds
             of them were recomputed for every layer of a sweep, which cost about 15 minutes per RTE curve.
         first_layer: the earliest block vectors are expected to enter (earlier blocks' caches are not kept;
-            see :class:`~ltvlib.runner.PromptRunner`).
+            see :class:`~ltvlib.forward.PromptRunner`).
     """
 
     def __init__(

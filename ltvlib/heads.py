@@ -246,7 +246,7 @@ def head_writes(lm: Any, layer: int, outputs: Tensor) -> Tensor:
 
     In both cases the heads' writes sum exactly to what the attention block adds to the residual stream, so
     a sum over a subset of heads is that subset's share of it. The ``1 / rms(a)`` factor is treated as a
-    fixed scale of the token, as :mod:`ltvlib.ov` treats the pre-attention norm; this is not the Jacobian of
+    fixed scale of the token, as :mod:`ltvlib.analysis.ov` treats the pre-attention norm; this is not the Jacobian of
     ``N`` (whose terms ``J_N t_h`` sum to zero over all heads, ``N`` being scale-invariant).
 
     Args:

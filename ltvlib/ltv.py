@@ -9,7 +9,7 @@ Two recipes (:data:`PAPER_RECIPE`, :data:`FAST_RECIPE`):
 
 - ``paper``: the authors' released recipe, batch 1, full forward per step (see the config's docstring).
 - ``fast`` (default): batches of 16 and the prompt prefix before the earliest injected position is cached
-  (:mod:`ltvlib.runner`; per row for a position counted from the start) so each step only runs the tokens
+  (:mod:`ltvlib.forward`; per row for a position counted from the start) so each step only runs the tokens
   from there on; the gradient is the full forward's (tested). Those caches are built once per (model, task
   split, prompt format) and shared by every layer, seed and recipe in the process (:mod:`ltvlib.prompt_store`). Its learning rate and initial range are *relative to the stream*: multiples of
   the RMS of the residual stream at each vector's site (:mod:`ltvlib.stream_scale`), so the same recipe
@@ -37,9 +37,9 @@ from torch import Tensor
 from . import prompt_store
 from .cache import atomic_write_bytes, cache_path, code_version, task_key
 from .evaluate import EvalSet, evaluate
+from .forward import PromptRunner, Tail, tail_needed
 from .inject import VectorEdit, resolve_positions
 from .prompts import answer_ids, encode_prompts, sample_demos
-from .runner import PromptRunner, Tail, tail_needed
 from .sites import check_layer
 from .stream_scale import site_stream_rms
 from .tasks import Example, Task, TaskSplits, get_task, load_splits

@@ -2,7 +2,7 @@
 
 Training an LTV runs its training queries (about 600) and validation queries (200-400) through the frozen
 model many times with a vector injected at a late position. What the vector cannot change is computed once,
-by one no-gradient full forward per prompt (:meth:`ltvlib.runner.PromptRunner.prefill`, batches of similar
+by one no-gradient full forward per prompt (:meth:`ltvlib.forward.PromptRunner.prefill`, batches of similar
 length): the keys/values of each prompt's prefix in every block, and the residual stream entering every
 block at the tail positions (and teacher-forced answer tokens). A vector entering block ``l`` then costs
 only blocks ``l..L-1`` on the tail.
@@ -49,7 +49,7 @@ def enabled() -> bool:
 
 
 def _runners(value: Any) -> list[Any]:
-    """The :class:`~ltvlib.runner.PromptRunner` objects inside a stored value (runners, training prompts or an
+    """The :class:`~ltvlib.forward.PromptRunner` objects inside a stored value (runners, training prompts or an
     :class:`~ltvlib.evaluate.EvalSet`)."""
     if hasattr(value, "runners"):
         return list(value.runners)

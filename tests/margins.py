@@ -1,7 +1,7 @@
 """How far predictions are from a tie, so tests may compare argmax results of two computation paths exactly.
 
 Two exact paths (full forwards, cached prefixes, other batch compositions) give logits that agree only to
-float rounding: within 1e-4 on the tiny models (``tests/test_runner.py`` asserts that bound). Their top-1
+float rounding: within 1e-4 on the tiny models (``tests/test_forward.py`` asserts that bound). Their top-1
 tokens, and so accuracies, can differ only where the top two logits are closer than twice that. A test that
 compares accuracies of two paths exactly first asserts that no prediction is that close to a tie; the margin
 is a property of the fixed model, data and seed, equal on every machine up to the same rounding.
@@ -16,7 +16,7 @@ import torch
 from ltvlib.evaluate import EvalSet
 from ltvlib.inject import Mode, Site, VectorEdit
 
-#: Twice the largest logit difference between two exact paths on the tiny models (1e-4, tests/test_runner.py).
+#: Twice the largest logit difference between two exact paths on the tiny models (1e-4, tests/test_forward.py).
 PATH_GAP = 2e-4
 
 

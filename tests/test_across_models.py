@@ -1,5 +1,5 @@
-"""Chapter 08's glue (ltvlib.across_models) on tiny random models: the plan per profile, the layer choices that
-make the default model's numbers chapter 01/05 cache hits, one stream-relative recipe (no per-model scaling
+"""Chapter 08's glue (ltvlib.study.across_models) on tiny random models (its plan per profile and layer
+choices are tests/test_plans.py's): one stream-relative recipe (no per-model scaling
 left here), the code-path checks (which must catch a wrong site table), the ICL fallback beyond a sliding
 window, summaries equal to the earlier chapters' measurements, per-query correctness whose means are those
 measurements (for paired intervals), and the check that the heads write what the attention block adds."""
@@ -11,35 +11,30 @@ import dataclasses
 import pytest
 import torch
 
-from ltvlib import experiments, key_heads, linearity
-from ltvlib.across_models import (
-    across_sizes,
+from ltvlib.analysis import key_heads
+from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.study import linearity, ltvs
+from ltvlib.study.across_models import (
     architecture_row,
     attention_write_check,
     check_code_paths,
     clear_memory,
     correct_at,
-    extracted_layers,
     function_vector_write,
     icl_reference,
     key_head_correct,
     key_head_results,
-    linearity_layers,
     linearity_results,
     middle_layer_results,
     middle_ltv,
-    plan_tasks,
     stream_rms,
-    sweep_ltv_layers,
     sweep_ltvs,
     sweep_results,
-    table_layers,
 )
-from ltvlib.evaluate import EvalSet, evaluate
-from ltvlib.experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
-from ltvlib.experiments_extracted import extracted_curve
-from ltvlib.profiles import get_profile, sweep_layers
-from ltvlib.tasks import PAPER_TASKS, load_splits
+from ltvlib.study.extracted import extracted_curve
+from ltvlib.study.ltvs import icl_accuracy, ltv_accuracy, task_splits, trained_ltv
+from ltvlib.study.plans import across_models_plan
+from ltvlib.tasks import load_splits
 from tests.margins import PATH_GAP, smallest_margin
 from tests.test_gemma3_known_issues import windowed_gemma3
 
@@ -50,64 +45,28 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-class Depth:
-    """Only the sizes matter to the layer choices."""
-
-    def __init__(self, n_layers: int) -> None:
-        self.n_layers, self.middle_layer = n_layers, n_layers // 2
+PLAN = across_models_plan("smoke")
+SMOKE = PLAN.run_sizes
 
 
-def test_plan_per_profile():
-    cpu = get_profile("cpu")
-    plan = plan_tasks(cpu)
-    assert plan["table"] == ["antonym", "trec"]
-    assert plan["key_heads"] == ["antonym"]  # one of chapter 04's tasks: cached on the default model
-    for part in ("sweep", "key_heads", "linearity"):
-        assert set(plan[part]) <= set(plan["table"])
-    # the default model's LTVs at several layers are chapter 05's (Antonym)
-    assert plan["sweep"] == plan["linearity"] == ["antonym"]
-    assert "unscaled" not in plan  # one recipe for every model: no second, unscaled LTV
-    paper = plan_tasks(get_profile("paper"))
-    assert all(paper[part] == list(PAPER_TASKS) for part in paper)
-    assert across_sizes(get_profile("paper")).n_key_queries == 100
-    with pytest.raises(ValueError, match="no chapter-08 sizes for profile 'gpu'"):
-        across_sizes(dataclasses.replace(cpu, name="gpu"))
+def middle_row(lm, task="antonym"):
+    """Chapter 08's middle-layer row of ``task`` in the smoke plan."""
+    return middle_layer_results(lm, task, SMOKE, icl_shots=PLAN.icl_shots,
+                                extracted_layers=PLAN.layers(lm.n_layers).extracted[task])
 
 
-def test_table_layers_are_chapter_01s():
-    cpu = get_profile("cpu")
-    assert table_layers(Depth(30), cpu) == sorted(set(sweep_layers(30, cpu)) | {15})
-    assert table_layers(Depth(18), cpu) == [0, 2, 4, 6, 8, 9, 11, 13, 15, 17]
-    assert table_layers(Depth(18), get_profile("paper")) == list(range(18))
-    # extracted vectors at every table layer for the sweep task, at the middle layer for the others
-    assert extracted_layers(Depth(18), cpu, "antonym") == table_layers(Depth(18), cpu)
-    assert extracted_layers(Depth(18), cpu, "trec") == [9]
-    assert extracted_layers(Depth(18), get_profile("paper"), "trec") == list(range(18))
-
-
-def test_linearity_layers_near_quarter_half_three_quarters():
-    cpu = get_profile("cpu")
-    # chapter 05's Antonym layers on SmolLM2 are 0, 4, 8, 10, 15, 19, 24, 29: the fits are reused
-    assert linearity_layers(Depth(30), cpu) == [8, 15, 24]
-    assert set(linearity_layers(Depth(30), cpu)) <= set(linearity.linearity_plan(Depth(30), cpu)["antonym"])
-    assert linearity_layers(Depth(18), cpu) == [4, 9, 14]
-    # smoke: the middle and last layers, chapter 05's smoke layers
-    assert linearity_layers(Depth(30), get_profile("smoke")) == [15, 29] == linearity.linearity_plan(
-        Depth(30), get_profile("smoke"))["antonym"]
-    assert linearity_layers(Depth(3), get_profile("smoke")) == [1, 2]
-    # chapter 05 has fewer layers there than the depths asked for: any layer, ties to the earlier one
-    assert linearity_layers(Depth(30), cpu, "capital") == [7, 15, 22]
-    assert linearity_layers(Depth(3), cpu, "capital") == [0, 1, 2]
-    assert linearity_layers(Depth(18), get_profile("paper"), "trec") == [4, 9, 13]
-    assert sweep_ltv_layers(Depth(18), cpu, "antonym") == [4, 9, 14]
-    assert sweep_ltv_layers(Depth(18), get_profile("paper"), "trec") == list(range(18))
+def sweep_row(lm, task="antonym", curve_layers=None):
+    """Chapter 08's layer sweep of ``task`` in the smoke plan (``curve_layers``: None = chapter 01's)."""
+    at = PLAN.layers(lm.n_layers)
+    return sweep_results(lm, task, SMOKE, ltv_layers=at.sweep_ltv[task],
+                         curve_layers=at.table if curve_layers is None else curve_layers)
 
 
 def test_one_stream_relative_recipe_for_every_model():
-    import ltvlib.across_models as am
+    import ltvlib.study.across_models as am
 
     # the trainer's relative_to_stream is the one mechanism: nothing here rescales a recipe per model
-    assert get_profile("cpu").recipe.relative_to_stream
+    assert across_models_plan("cpu").run_sizes.recipe.relative_to_stream
     for leftover in ("ltv_profile", "unscaled_recipe", "recipe_scale", "scale_for", "REFERENCE_STREAM_RMS"):
         assert not hasattr(am, leftover), leftover
 
@@ -158,27 +117,25 @@ def test_architecture_row(gemma, llama):
 
 def test_icl_reference_falls_back_to_full_forwards_beyond_the_sliding_window(cache):
     lm = windowed_gemma3(16)
-    prof = get_profile("smoke")
-    zero = icl_reference(lm, "antonym", 0, prof)
+    zero = icl_reference(lm, "antonym", 0, SMOKE)
     assert zero["path"] == "cached prefix"
-    assert zero["accuracy"] == icl_accuracy(lm, "antonym", 0, prof)["accuracy"]
+    assert zero["accuracy"] == icl_accuracy(lm, "antonym", 0, SMOKE)["accuracy"]
     with pytest.raises(ValueError, match="sliding attention window"):
-        icl_accuracy(lm, "antonym", 2, prof)
-    two = icl_reference(lm, "antonym", 2, prof)
+        icl_accuracy(lm, "antonym", 2, SMOKE)
+    two = icl_reference(lm, "antonym", 2, SMOKE)
     assert two["path"] == "full"
-    splits = profile_splits("antonym", prof, icl=True)
+    splits = task_splits("antonym", SMOKE, icl=True)
     es = EvalSet(lm, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
-                 demo_sets=prof.icl_demo_sets, tail=None)
+                 demo_sets=SMOKE.icl_demo_sets, tail=None)
     direct = evaluate(es)
     assert smallest_margin(es) > PATH_GAP  # other batch sizes, same predictions (tests/margins.py)
     assert two["accuracy"] == direct.accuracy and two["n"] == len(splits.test)
-    assert icl_reference(lm, "antonym", 2, prof) == two  # cached
+    assert icl_reference(lm, "antonym", 2, SMOKE) == two  # cached
 
 
 def test_middle_layer_table_reports_what_the_window_prevents(cache):
     lm = windowed_gemma3(16)
-    prof = get_profile("smoke")
-    row = middle_layer_results(lm, "antonym", prof)
+    row = middle_row(lm)
     # Function Vectors need 4-shot extraction prompts through cached prefixes: longer than the window
     assert row["function_vector"] is None and "sliding attention window" in row["missing"]["function_vector"]
     assert row["icl_path"] == {"2": "full"}
@@ -186,64 +143,60 @@ def test_middle_layer_table_reports_what_the_window_prevents(cache):
 
 
 def test_summaries_equal_the_chapters_measurements(llama, cache):
-    prof = get_profile("smoke")
     mid = llama.middle_layer
-    row = middle_layer_results(llama, "antonym", prof)
-    ltv = profile_ltv(llama, "antonym", prof, layers=[mid])
-    assert middle_ltv(llama, "antonym", prof).metadata() == ltv.metadata()
-    assert row["ltv"] == 100 * ltv_accuracy(llama, ltv, prof)["accuracy"]
+    row = middle_row(llama)
+    ltv = trained_ltv(llama, "antonym", SMOKE, layers=[mid])
+    assert middle_ltv(llama, "antonym", SMOKE).metadata() == ltv.metadata()
+    assert row["ltv"] == 100 * ltv_accuracy(llama, ltv, SMOKE)["accuracy"]
     assert row["ltv_norm"] == pytest.approx(float(ltv.vectors.norm()))
     assert "ltv_book" not in row
-    assert row["icl_n"] == {"0": len(profile_splits("antonym", prof).test),
-                            "2": len(profile_splits("antonym", prof, icl=True).test)}
-    layers = table_layers(llama, prof)
+    assert row["icl_n"] == {"0": len(task_splits("antonym", SMOKE).test),
+                            "2": len(task_splits("antonym", SMOKE, icl=True).test)}
+    at = PLAN.layers(llama.n_layers)
+    layers = list(at.table)
     for method in ("vanilla_tv", "vanilla_tv_difference", "function_vector"):
-        curve = extracted_curve(llama, "antonym", prof, method, layers)
+        curve = extracted_curve(llama, "antonym", SMOKE, method, layers)
         assert row[method] == 100 * curve["layers"][str(mid)]["accuracy"]
-    assert row["zero-shot"] == 100 * icl_accuracy(llama, "antonym", 0, prof)["accuracy"]
+    assert row["zero-shot"] == 100 * icl_accuracy(llama, "antonym", 0, SMOKE)["accuracy"]
     assert row["missing"] == {} and row["icl_path"] == {"2": "cached prefix"}
 
-    sweep = sweep_results(llama, "antonym", prof)
-    assert sorted(sweep["ltv"]) == sweep_ltv_layers(llama, prof, "antonym") == [1, 2]
+    sweep = sweep_row(llama)
+    assert sorted(sweep["ltv"]) == list(at.sweep_ltv["antonym"]) == [1, 2]
     assert sweep["ltv"][mid] == row["ltv"]
-    assert sorted(sweep_ltvs(llama, "antonym", prof)) == [1, 2]
+    assert sorted(sweep_ltvs(llama, "antonym", SMOKE, at.sweep_ltv["antonym"])) == [1, 2]
     assert sorted(sweep["function_vector"]) == layers  # smoke: table layers 0, 1, 2 hold every LTV layer
 
-    kh = key_head_results(llama, "antonym", prof)
+    kh = key_head_results(llama, "antonym", SMOKE, PLAN.sizes)
     assert kh["n_heads"] == 12 and kh["n_key"] == 1 and kh["ltv"] == row["ltv"]
     for key in ("key_zero", "key_mean", "random_zero", "random_mean"):
         assert 0 <= kh[key] <= 100
     assert kh["random_zero_sd"] >= 0
 
-    lin = linearity_results(llama, "antonym", prof)
-    assert sorted(lin) == linearity_layers(llama, prof)
-    ref = linearity.profile_linearity(llama, "antonym", prof, 1)
+    lin = linearity_results(llama, "antonym", SMOKE, at.linearity["antonym"], config=PLAN.linearity)
+    assert sorted(lin) == list(at.linearity["antonym"])
+    ref = linearity.cached_linearity(llama, "antonym", SMOKE, 1, config=PLAN.linearity)
     assert lin[1]["w_theta"] == 100 * ref["accuracy"]["reconstruction"]
     assert lin[1]["r2_heldout"] == ref["r2_heldout"]
 
 
-def test_sweep_measures_extracted_vectors_at_every_ltv_layer(llama, cache, monkeypatch):
-    import ltvlib.across_models as am
-
-    prof = get_profile("smoke")
-    monkeypatch.setattr(am, "table_layers", lambda lm, profile: [0, 1])  # a table that lacks LTV layer 2
-    sweep = sweep_results(llama, "antonym", prof)
+def test_sweep_measures_extracted_vectors_at_every_ltv_layer(llama, cache):
+    sweep = sweep_row(llama, curve_layers=[0, 1])  # a table that lacks LTV layer 2
     assert sorted(sweep["ltv"]) == [1, 2]
     for method in ("vanilla_tv", "vanilla_tv_difference", "function_vector"):
         assert list(sweep[method]) == [0, 1, 2]  # chapter 01's curve, then the missing layer in a second one
-        extra = extracted_curve(llama, "antonym", prof, method, [2])
+        extra = extracted_curve(llama, "antonym", SMOKE, method, [2])
         assert sweep[method][2] == 100 * extra["layers"]["2"]["accuracy"]
-        assert sweep[method][0] == 100 * extracted_curve(llama, "antonym", prof, method, [0, 1])["layers"]["0"]["accuracy"]
+        first = extracted_curve(llama, "antonym", SMOKE, method, [0, 1])
+        assert sweep[method][0] == 100 * first["layers"]["0"]["accuracy"]
 
 
 def test_clear_memory_empties_the_stores(llama, cache):
-    prof = get_profile("smoke")
-    ltv = profile_ltv(llama, "antonym", prof)
-    ltv_accuracy(llama, ltv, prof)
+    ltv = trained_ltv(llama, "antonym", SMOKE)
+    ltv_accuracy(llama, ltv, SMOKE)
     key_heads.last_token_runner(llama, "antonym", load_splits("antonym").test[:4])
-    assert experiments._TEST_SETS and key_heads._RUNNERS
+    assert ltvs._TEST_SETS and key_heads._RUNNERS
     clear_memory()
-    assert not experiments._TEST_SETS and not key_heads._RUNNERS
+    assert not ltvs._TEST_SETS and not key_heads._RUNNERS
 
 
 def _fake_fv(lm, heads, seed=0, vector=None):
@@ -302,43 +255,41 @@ def test_function_vector_write_follows_gemmas_attention_output_norm():
 
 
 def test_per_query_correctness_averages_to_the_chapters_accuracies(llama, cache):
-    prof = get_profile("smoke")
     mid = llama.middle_layer
-    n = len(profile_splits("antonym", prof).test)
-    got = correct_at(llama, "antonym", prof, mid)
+    n = len(task_splits("antonym", SMOKE).test)
+    got = correct_at(llama, "antonym", SMOKE, mid)
     assert got["n"] == n
     for method in ("zero-shot", "ltv", "vanilla_tv", "vanilla_tv_difference", "function_vector"):
         assert len(got[method]) == n and all(isinstance(c, bool) for c in got[method]), method
-    row = middle_layer_results(llama, "antonym", prof)
+    row = middle_row(llama)
     # the same queries as the chapters' accuracies: the means are those numbers exactly
     for method in ("ltv", "vanilla_tv", "vanilla_tv_difference", "function_vector"):
         assert 100 * sum(got[method]) / n == pytest.approx(row[method], abs=1e-9), method
-    zero = extracted_curve(llama, "antonym", prof, "function_vector", table_layers(llama, prof))["zero_shot"]
+    zero = extracted_curve(llama, "antonym", SMOKE, "function_vector", PLAN.layers(llama.n_layers).table)["zero_shot"]
     assert sum(got["zero-shot"]) / n == pytest.approx(zero["accuracy"], abs=1e-9)
     # another layer: that layer's LTV and extracted vectors
-    other = correct_at(llama, "antonym", prof, 2)
-    sweep = sweep_results(llama, "antonym", prof)
+    other = correct_at(llama, "antonym", SMOKE, 2)
+    sweep = sweep_row(llama)
     for method in ("ltv", "vanilla_tv", "function_vector"):
         assert 100 * sum(other[method]) / n == pytest.approx(sweep[method][2], abs=1e-9), method
-    assert correct_at(llama, "antonym", prof, mid) == got  # cached
+    assert correct_at(llama, "antonym", SMOKE, mid) == got  # cached
 
 
 def test_correct_at_reports_what_the_window_prevents(cache):
     lm = windowed_gemma3(16)
-    got = correct_at(lm, "antonym", get_profile("smoke"), lm.middle_layer)
+    got = correct_at(lm, "antonym", SMOKE, lm.middle_layer)
     assert got["function_vector"] is None  # 4-shot extraction prompts are longer than the window
     assert got["vanilla_tv"] is not None and len(got["ltv"]) == got["n"]
 
 
 def test_key_head_correctness_averages_to_the_ablation(llama, cache):
-    prof = get_profile("smoke")
-    kh = key_head_results(llama, "antonym", prof)
-    got = key_head_correct(llama, "antonym", prof)
+    kh = key_head_results(llama, "antonym", SMOKE, PLAN.sizes)
+    got = key_head_correct(llama, "antonym", SMOKE, PLAN.sizes)
     n = got["n"]
-    assert n == len(profile_splits("antonym", prof).test) and got["n_key"] == kh["n_key"]
+    assert n == len(task_splits("antonym", SMOKE).test) and got["n_key"] == kh["n_key"]
     assert 100 * sum(got["ltv"]) / n == pytest.approx(kh["ltv"], abs=1e-9)
     assert 100 * sum(got["key_zero"]) / n == pytest.approx(kh["key_zero"], abs=1e-9)
-    assert len(got["random_zero"]) == across_sizes(prof).n_random
+    assert len(got["random_zero"]) == PLAN.sizes.n_random
     mean_random = 100 * sum(sum(d) / n for d in got["random_zero"]) / len(got["random_zero"])
     assert mean_random == pytest.approx(kh["random_zero"], abs=1e-9)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from ltvlib import book
+from ltvlib.book import runner as book
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
@@ -316,7 +316,7 @@ def test_pages_are_clean_and_fit_the_column(built: tuple[Path, Path], driver: ob
 
 
 def test_landing_page_shows_one_badge_per_claim(built: tuple[Path, Path], driver: object) -> None:
-    from ltvlib.scorecard import load_sheets
+    from ltvlib.book.scorecard import load_sheets
 
     root, html = built
     landing = book.toc_pages(root)[0]

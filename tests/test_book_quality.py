@@ -3,14 +3,15 @@
 - every figure is drawn by one code cell whose myst-nb metadata gives its caption and name
   (``mystnb.figure.caption``, ``mystnb.figure.name`` = ``chNN-...``), with a title and labels on both axes; no
   old "**Figure N.M.**" caption cell remains;
-- every chapter's parameters cell has a ``recipe`` parameter, passed to ``get_profile``;
+- every chapter's parameters cell has a ``recipe`` parameter, passed with ``profile`` to its plan
+  (``ltvlib.study.plans.<chapter>_plan(profile, recipe=recipe, ...)``);
 - every chapter states the claim ("**The claim**"), the measurement (a "## What we measured" section) and
   the verdict (a "## Verdict..." section whose last code cell records the chapter's claims for the scorecard),
   and every piece of evidence a claim links to is a MyST target in that chapter;
 - every claim of ``results/claims/*.json`` has n, seeds, a 95 % interval, one of the five verdict levels and
   the name of its rule; no LTV that did not train is shown as a number there, and every chapter that trains or
   loads LTVs passes its ledger to ``record_claims``;
-- every executed chapter's interpretations (``ltvlib.scorecard.interpret`` markers) agree with its own claims;
+- every executed chapter's interpretations (``ltvlib.book.scorecard.interpret`` markers) agree with its own claims;
 - the scorecard comes right after the overview and runs last;
 - the HTML build turns warnings into errors.
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from ltvlib import book
+from ltvlib.book import runner as book
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = [c for c in book.read_chapters(ROOT) if not book.runs_last(c)]
@@ -147,12 +148,12 @@ def test_figure_check_passes_a_good_figure_and_catches_each_break() -> None:
 # ------------------------------------------------------------------------------------------- the recipe parameter
 
 RECIPE_PARAM = re.compile(r"^recipe\s*=\s*(None|\"fast\"|\"paper\"|'fast'|'paper')\s*(#.*)?$", re.MULTILINE)
-RECIPE_PASSED = re.compile(r"get_profile\(\s*profile\s*,\s*recipe\s*=\s*recipe\s*\)")
+RECIPE_PASSED = re.compile(r"\b\w+_plan\(\s*profile\s*,\s*recipe\s*=\s*recipe\s*[,)]")
 
 
 def recipe_problems(cs: list[dict]) -> list[str]:
-    """The parameters cell defines ``recipe`` (None, "fast" or "paper") and the chapter passes it to
-    ``get_profile(profile, recipe=recipe)``."""
+    """The parameters cell defines ``recipe`` (None, "fast" or "paper") and the chapter passes it with ``profile``
+    to its plan (``<chapter>_plan(profile, recipe=recipe, ...)``, :mod:`ltvlib.study.plans`)."""
     params = [c for c in cs if c["cell_type"] == "code" and "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(params) != 1:
         return [f"{len(params)} cells tagged 'parameters', expected one"]
@@ -161,7 +162,7 @@ def recipe_problems(cs: list[dict]) -> list[str]:
         problems.append('the parameters cell has no `recipe = None` (or "fast" / "paper") parameter')
     code = "\n".join(c["source"] for c in cs if c["cell_type"] == "code")
     if not RECIPE_PASSED.search(code):
-        problems.append("the chapter does not call get_profile(profile, recipe=recipe)")
+        problems.append("the chapter does not call its plan with (profile, recipe=recipe)")
     return problems
 
 
@@ -177,11 +178,14 @@ def test_recipe_check_catches_a_chapter_without_the_parameter() -> None:
     def chapter(params: str, body: str) -> list:
         return [nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}), nbformat.v4.new_code_cell(body)]
 
-    good = chapter('profile = "cpu"\nrecipe = None  # None: the profile\'s', "prof = get_profile(profile, recipe=recipe)")
+    params = 'profile = "cpu"\nrecipe = None  # None: the profile\'s'
+    good = chapter(params, "plan = overview_plan(profile, recipe=recipe)")
     assert recipe_problems(good) == []
-    assert len(recipe_problems(chapter('profile = "cpu"', "prof = get_profile(profile, recipe=recipe)"))) == 1
-    assert len(recipe_problems(chapter('recipe = None', "prof = get_profile(profile)"))) == 1
-    assert len(recipe_problems(chapter('recipe = "slow"', "prof = get_profile(profile)"))) == 2
+    assert recipe_problems(chapter('recipe = None', "plan = peft_plan(profile, recipe=recipe, seed=seed)")) == []
+    assert len(recipe_problems(chapter('profile = "cpu"', "plan = overview_plan(profile, recipe=recipe)"))) == 1
+    assert len(recipe_problems(chapter('recipe = None', "plan = overview_plan(profile)"))) == 1
+    assert len(recipe_problems(chapter('recipe = None', "plan = overview_plan(profile, recipe=None)"))) == 1
+    assert len(recipe_problems(chapter('recipe = "slow"', "plan = overview_plan(profile)"))) == 2
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=IDS)
@@ -325,7 +329,7 @@ def test_committed_notebooks_are_tidy(chapter: book.Chapter) -> None:
 
 
 def test_landing_page_verdict_table_has_one_badge_and_link_per_claim() -> None:
-    from ltvlib.scorecard import load_sheets
+    from ltvlib.book.scorecard import load_sheets
 
     claims = [c for s in load_sheets(ROOT) for c in s.claims]
     table = book.verdict_table_markdown(ROOT)
@@ -359,7 +363,7 @@ def claim_record_problems(sheet: dict, source: str = "sheet") -> list[str]:
     and the name of its rule (not the old checks), the rule giving that verdict when re-applied. A claim not
     testable at this scale measured nothing: it needs its rule's reason, not an interval. A sheet from before
     intervals (schema 1) fails: the lead re-executes every chapter before merging."""
-    from ltvlib.scorecard import RULES, RuleResult
+    from ltvlib.book.scorecard import RULES, RuleResult
 
     problems = []
     if sheet.get("schema") != 2:
@@ -399,7 +403,7 @@ def claim_record_problems(sheet: dict, source: str = "sheet") -> list[str]:
 
 
 def _claim(**kw: object) -> dict:
-    from ltvlib.scorecard import Claim, direction_rule, not_testable
+    from ltvlib.book.scorecard import Claim, direction_rule, not_testable
     from ltvlib.stats import proportion_estimate
 
     est = proportion_estimate(120, 200)
@@ -440,11 +444,11 @@ def test_committed_claims_have_n_seeds_interval_level_and_rule(path: Path) -> No
 
 # ------------------------------------------------------------------------ no untrained LTV shown as a number
 
-LTV_CALL = re.compile(r"\b(profile_ltv|train_ltv|cached_ltv)\(")
+LTV_CALL = re.compile(r"\b(trained_ltv|train_ltv|cached_ltv)\(")
 
 
 def untrained_shown_problems(sheet: dict, source: str = "sheet") -> list[str]:
-    """LTVs of a claims sheet's ``ltvs`` list (``ltvlib.ltv_report.LTVLedger``) shown as a number although their
+    """LTVs of a claims sheet's ``ltvs`` list (``ltvlib.study.ltv_report.LTVLedger``) shown as a number although their
     record does not say they trained (``trained`` false or unknown)."""
     return [f"{source}: the LTV of {v.get('task')} at layers {v.get('layers')} (seed {v.get('seed')}) is shown as a "
             f"number in {v.get('where') or 'an unnamed place'} but trained={v.get('trained')!r}"
@@ -484,7 +488,7 @@ def test_untrained_and_ledger_checks_on_synthetic_input() -> None:
     for trained in (False, None):
         found = untrained_shown_problems(_sheet(_claim(), ltvs=[row | {"trained": trained}]))
         assert len(found) == 1 and "trec at layers [29]" in found[0] and "Table 1" in found[0], found
-    good = "ltv = profile_ltv(lm, t, prof)\nrecord_claims(\n  \"01_x\", [c], model=model,\n  ltvs=ledger)\n"
+    good = "ltv = trained_ltv(lm, t, run)\nrecord_claims(\n  \"01_x\", [c], model=model,\n  ltvs=ledger)\n"
     assert ledger_problems(good) == []
     assert ledger_problems("x = 1\nrecord_claims('01_x', [c], model=model)") == []  # no LTV: nothing to pass
     assert "passes no ltvs=" in ledger_problems("v = cached_ltv(lm)\nrecord_claims('01_x', [f(ltvs)], seed=0)\n")[0]
@@ -530,8 +534,8 @@ def output_text(nb: dict) -> str:
 def interpretation_problems(nb: dict, sheet: dict, source: str = "chapter") -> list[str]:
     """Issue 16, point 3: each interpretation an executed chapter shows (``interpret(...)``'s hidden marker)
     names a claim of the chapter's own sheet and that claim's verdict; every claim has at least one."""
-    from ltvlib.book import verdict_slug
-    from ltvlib.scorecard import interpretation_markers
+    from ltvlib.book.runner import verdict_slug
+    from ltvlib.book.scorecard import interpretation_markers
 
     verdicts = {c["key"]: verdict_slug(c["verdict"]) for c in sheet.get("claims") or []}
     markers = interpretation_markers(output_text(nb))
@@ -559,7 +563,7 @@ def _interpreted_notebook(*interpretations: object) -> dict:
 
 
 def test_interpretation_check_on_a_synthetic_chapter() -> None:
-    from ltvlib.scorecard import Claim, interpret
+    from ltvlib.book.scorecard import Claim, interpret
 
     sheet = _sheet(_claim(key="middle"), _claim(key="nt", untestable=True))
     texts = {v: f"text for {v}" for v in LEVELS}

@@ -327,26 +327,26 @@ def test_analysis_edit_keeps_ltv_cache_and_trainer_edit_invalidates_it(
 ) -> None:
     first = _cached(llama)
     assert training_calls == ["antonym"]
-    ov_before = cache.dependency_hash("ltvlib.ov")
-    key_heads_before = cache.dependency_hash("ltvlib.key_heads")
+    ov_before = cache.dependency_hash("ltvlib.analysis.ov")
+    key_heads_before = cache.dependency_hash("ltvlib.analysis.key_heads")
 
     # analysis and chapter-level modules: the trained vector stays valid
-    for module in ("ov.py", "linearity.py", "experiments.py", "book.py"):
+    for module in ("analysis/ov.py", "analysis/linearity.py", "study/ltvs.py", "book/runner.py"):
         _touch_source(package_copy, module)
         assert torch.equal(_cached(llama).vectors, first.vectors)
     assert training_calls == ["antonym"]
-    assert cache.dependency_hash("ltvlib.ov") != ov_before  # the analysis's own results do move
-    assert cache.dependency_hash("ltvlib.key_heads") == key_heads_before  # key_heads does not import ov
+    assert cache.dependency_hash("ltvlib.analysis.ov") != ov_before  # the analysis's own results do move
+    assert cache.dependency_hash("ltvlib.analysis.key_heads") == key_heads_before  # key_heads does not import ov
 
     # the trainer, and a module the trainer imports: trained afresh
     _touch_source(package_copy, "ltv.py")
     _cached(llama)
     assert training_calls == ["antonym", "antonym"]
-    _touch_source(package_copy, "runner.py")
+    _touch_source(package_copy, "forward.py")
     _cached(llama)
     assert len(training_calls) == 3
-    _touch_source(package_copy, "key_heads.py")
-    assert cache.dependency_hash("ltvlib.ov") != ov_before  # ov imports key_heads
+    _touch_source(package_copy, "analysis/key_heads.py")
+    assert cache.dependency_hash("ltvlib.analysis.ov") != ov_before  # ov imports key_heads
 
 
 def test_import_closure_follows_every_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -376,8 +376,10 @@ def test_import_closure_follows_every_import(tmp_path: Path, monkeypatch: pytest
 
 def test_core_closure_is_the_trainer_evaluator_and_loader() -> None:
     core = set(cache.import_closure(*cache.CORE_MODULES))
-    assert {"ltv.py", "evaluate.py", "models.py", "runner.py", "prompts.py", "tasks.py", "inject.py"} <= core
-    assert not core & {"ov.py", "key_heads.py", "linearity.py", "experiments.py", "book.py", "cache.py"}
+    assert {"ltv.py", "evaluate.py", "models.py", "forward.py", "kv_cache.py", "prompts.py", "tasks.py", "inject.py"} <= core
+    assert not core & {"analysis/ov.py", "analysis/key_heads.py", "analysis/linearity.py", "study/ltvs.py",
+                       "book/runner.py", "cache.py"}
+    assert not {p for p in core if p.split("/")[0] in ("analysis", "study", "book")}
 
 
 def test_a_chapter_stamp_follows_the_modules_the_chapter_imports(package_copy: Path, tmp_path: Path) -> None:
@@ -386,7 +388,55 @@ def test_a_chapter_stamp_follows_the_modules_the_chapter_imports(package_copy: P
     before = cache.script_dependency_hash(chapter)
     # tasks.py imports prompts.py (label tokens are checked with the answer tokeniser)
     assert set(cache.import_closure(scripts=(chapter,))) == {"__init__.py", "stats.py", "tasks.py", "prompts.py"}
-    _touch_source(package_copy, "ov.py")  # not imported by the chapter
+    _touch_source(package_copy, "analysis/ov.py")  # not imported by the chapter
     assert cache.script_dependency_hash(chapter) == before
     _touch_source(package_copy, "stats.py")
     assert cache.script_dependency_hash(chapter) != before
+
+
+def test_editing_analysis_study_or_book_keeps_the_trainer_key(package_copy: Path) -> None:
+    """The point of the folders: the trainer's key (:func:`code_version`, ``dependency_hash("ltvlib.ltv")``) is
+    the core's source only, so an edit to any file under ``analysis/``, ``study/`` or ``book/`` leaves every
+    trained vector valid, while an edit to the trainer invalidates them; a study's own results follow the
+    analysis module and the package ``__init__`` files they import."""
+    version, trainer = cache.code_version(), cache.dependency_hash("ltvlib.ltv")
+    layered = sorted(p.relative_to(package_copy).as_posix()
+                     for folder in ("analysis", "study", "book") for p in (package_copy / folder).rglob("*.py"))
+    assert {"analysis/__init__.py", "analysis/ov.py", "study/__init__.py", "study/ltvs.py", "study/ov.py",
+            "book/__init__.py", "book/runner.py"} <= set(layered)
+    assert {"analysis/__init__.py", "analysis/ov.py", "study/__init__.py", "study/ov.py",
+            "study/key_heads.py"} <= set(cache.import_closure("ltvlib.study.ov"))
+    for module in layered:
+        _touch_source(package_copy, module)
+        assert cache.code_version() == version, module
+        assert cache.dependency_hash("ltvlib.ltv") == trainer, module
+
+    study_ov = cache.dependency_hash("ltvlib.study.ov")
+    _touch_source(package_copy, "analysis/ov.py")
+    after_analysis = cache.dependency_hash("ltvlib.study.ov")
+    assert after_analysis != study_ov
+    _touch_source(package_copy, "study/__init__.py")
+    assert cache.dependency_hash("ltvlib.study.ov") != after_analysis
+
+    _touch_source(package_copy, "ltv.py")
+    assert cache.code_version() != version
+    assert cache.dependency_hash("ltvlib.ltv") != trainer
+
+
+def test_layers_import_one_way() -> None:
+    """core (top level, baselines/) imports none of analysis/, study/, book/; analysis/ imports no study/ or book/;
+    study/ no book/: what each layer's results depend on stays below it."""
+    allowed = {"core": {"baselines"}, "analysis": {"baselines", "analysis"},
+               "study": {"baselines", "analysis", "study"}, "book": {"baselines", "book"}}
+    seen = set()
+    for path in sorted(cache._PKG_DIR.rglob("*.py")):
+        rel = path.relative_to(cache._PKG_DIR)
+        if "__pycache__" in rel.parts or rel.name == "__main__.py":
+            continue
+        folder = rel.parts[0] if len(rel.parts) > 1 else "core"
+        layer = "core" if folder == "baselines" else folder
+        seen.add(layer)
+        module = ".".join(("ltvlib", *rel.with_suffix("").parts)).removesuffix(".__init__")
+        folders = {p.split("/")[0] for p in cache.import_closure(module) if "/" in p}
+        assert folders <= allowed[layer], (module, sorted(folders - allowed[layer]))
+    assert seen == set(allowed)

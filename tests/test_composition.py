@@ -1,4 +1,4 @@
-"""ltvlib.composition: no test word in any training data, sums of vectors, the four-form scores."""
+"""ltvlib.study.composition: no test word in any training data, sums of vectors, the four-form scores."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from ltvlib import composition as comp
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.inject import VectorEdit, inject
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector
-from ltvlib.prefix import forward_tokens
-from ltvlib.profiles import get_profile
 from ltvlib.prompts import answer_ids, encode_prompts, pad_left
+from ltvlib.study import composition as comp
+from ltvlib.study.plans import get_profile, run_sizes
 from ltvlib.tasks import Example, get_task, load_splits
 from tests.margins import PATH_GAP, smallest_margin
 
@@ -33,9 +33,9 @@ def test_words_split_compounds_and_fold_case():
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
 def test_no_test_word_in_any_training_or_validation_split(profile):
-    prof = get_profile(profile)
-    data = comp.composition_data(prof)
-    raw = {t: load_splits(t, seed=0, n_train=prof.n_train, n_val=prof.n_val) for t in comp.TASKS}
+    run = run_sizes(get_profile(profile))
+    data = comp.composition_data(run)
+    raw = {t: load_splits(t, seed=0, n_train=run.n_train, n_val=run.n_val) for t in comp.TASKS}
     # every word of every form of every test pair is banned, whichever task's test split it came from
     for s in raw.values():
         for e in s.test:
@@ -49,7 +49,7 @@ def test_no_test_word_in_any_training_or_validation_split(profile):
         assert all(comp.example_words(e) & data.banned for e in data.dropped[t])
     # the three tasks cut the same pairs: the composed test queries are the masculine->feminine ones
     assert {e.input for e in raw[comp.COMPOSED].test} == {e.input for e in raw[comp.MASC_FEM].test}
-    assert len(data.test) == min(len(raw[comp.COMPOSED].test), prof.n_test or 10**9)
+    assert len(data.test) == min(len(raw[comp.COMPOSED].test), run.n_test or 10**9)
     for e, forms in zip(data.test, data.forms):
         assert e.output in forms["french_fem"] and forms["english_masc"] == (e.input,)
     comp.check_no_leak(data, data.splits[comp.COMPOSED].train)
@@ -57,13 +57,13 @@ def test_no_test_word_in_any_training_or_validation_split(profile):
 
 def test_the_raw_splits_do_share_words_so_the_filter_is_needed():
     # girl -> fille (train) against stepdaughter -> belle-fille, and more (split seed 0)
-    data = comp.composition_data(get_profile("cpu"))
+    data = comp.composition_data(run_sizes(get_profile("cpu")))
     assert sum(len(d) for d in data.dropped.values()) > 0
     assert "fille" in data.banned
 
 
 def test_a_leaking_example_is_caught():
-    data = comp.composition_data(get_profile("smoke"))
+    data = comp.composition_data(run_sizes(get_profile("smoke")))
     word = data.test[0].output
     leaky = replace(data.splits[comp.EN_FR], train=(*data.splits[comp.EN_FR].train, Example("x", word)))
     with pytest.raises(comp.LeakError, match="contains test words"):
@@ -92,7 +92,7 @@ def test_combine_sums_scaled_vectors_at_one_site(llama):
 
 
 def test_scorer_matches_evaluate_and_full_forward_log_probs(llama):
-    data = comp.composition_data(get_profile("smoke"))
+    data = comp.composition_data(run_sizes(get_profile("smoke")))
     scorer = comp.FormScorer(llama, data)
     edits = [VectorEdit(1, -1, torch.randn(llama.d_model, generator=torch.Generator().manual_seed(0)) * 5)]
     s = scorer.score(edits)
@@ -117,7 +117,7 @@ def test_scorer_matches_evaluate_and_full_forward_log_probs(llama):
 
 
 def test_icl_scorer_draws_clean_demonstrations(llama):
-    data = comp.composition_data(get_profile("smoke"))
+    data = comp.composition_data(run_sizes(get_profile("smoke")))
     scorer = comp.FormScorer(llama, data, shots=2, seed=0)
     pool = {e.input for e in data.splits[comp.COMPOSED].train}
     test_inputs = {e.input for e in data.test}
@@ -128,9 +128,9 @@ def test_icl_scorer_draws_clean_demonstrations(llama):
 
 
 def test_composition_result_end_to_end_and_cached(llama, cache):
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     sizes = comp.CompositionSizes(seeds=(0,), scales=(0.5, 1.0), icl_shots=(2,))
-    r = comp.composition_result(llama, prof, sizes, seed=0)
+    r = comp.composition_result(llama, run, sizes, seed=0)
     assert set(r["methods"]) == {"zero-shot", "2-shot ICL", "EN->FR", "M->F", "EN->FR + M->F",
                                  "random (norm of the sum)", "composed LTV"}
     for m in r["methods"].values():
@@ -144,14 +144,14 @@ def test_composition_result_end_to_end_and_cached(llama, cache):
     assert all(v["n_train"] > 0 for v in r["vectors"].values())
     assert set(r["cosine"]) == {"vectors", "vector minus start"}
     assert set(r["cosine"]["vectors"]) == {"composed, EN->FR + M->F", "composed, EN->FR", "composed, M->F", "EN->FR, M->F"}
-    assert comp.composition_result(llama, prof, sizes, seed=0) == r
+    assert comp.composition_result(llama, run, sizes, seed=0) == r
     assert len(list((cache / "vectors" / "ltv-composition").glob("*.safetensors"))) == 3
-    again = comp.composition_ltv(llama, comp.EN_FR, prof, comp.composition_data(prof), seed=0)
+    again = comp.composition_ltv(llama, comp.EN_FR, run, comp.composition_data(run), seed=0)
     assert again.steps > 0
 
 
 def test_first_token_clashes_are_reported(llama):
-    data = comp.composition_data(get_profile("smoke"))
+    data = comp.composition_data(run_sizes(get_profile("smoke")))
     # the tiny word-level tokenizer maps unknown French words to [UNK]: every form clashes with the gold
     clashes = comp.first_token_clashes(llama, data)
     assert clashes and all(c["form"] in comp.FORMS[1:] for c in clashes)

@@ -3,12 +3,11 @@ percentile follow their definitions on synthetic measurements."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-import numpy as np
-
-from ltvlib.controls import control_distribution, control_excess, random_like, summarise_control
+from ltvlib.analysis.controls import control_distribution, control_excess, random_like, summarise_control
 
 
 def test_random_like_norms_shapes_and_determinism():

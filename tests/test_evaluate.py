@@ -8,7 +8,7 @@ import torch
 
 from ltvlib.evaluate import EvalSet, balanced_accuracy, evaluate
 from ltvlib.inject import VectorEdit
-from ltvlib.prefix import forward_tokens
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.prompts import pad_left
 from ltvlib.tasks import Example, get_task, load_splits
 

@@ -9,8 +9,12 @@ import torch
 from ltvlib.baselines.function_vector import FunctionVector, FunctionVectorConfig
 from ltvlib.baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig
 from ltvlib.evaluate import EvalSet, evaluate
-from ltvlib.experiments import headline_seeds
-from ltvlib.flexibility import (
+from ltvlib.forward import PositionTail
+from ltvlib.inject import inject, record_residual, resolve_positions
+from ltvlib.kv_cache import forward_tokens
+from ltvlib.prompts import encode_prompts, pad_left
+from ltvlib.stats import seed_interval, wilson_interval
+from ltvlib.study.flexibility import (
     PAPER_COLUMNS,
     PAPER_TABLE1,
     FlexSizes,
@@ -19,7 +23,6 @@ from ltvlib.flexibility import (
     check_setting,
     every_nth_layer,
     extracted_edits,
-    flex_sizes,
     flex_splits,
     keep_share,
     late_layers,
@@ -28,12 +31,7 @@ from ltvlib.flexibility import (
     table1_settings,
     task_mean_contrast,
 )
-from ltvlib.inject import inject, record_residual, resolve_positions
-from ltvlib.prefix import forward_tokens
-from ltvlib.profiles import get_profile
-from ltvlib.runner import PositionTail
-from ltvlib.stats import seed_interval, wilson_interval
-from ltvlib.prompts import encode_prompts, pad_left
+from ltvlib.study.plans import flex_sizes, get_profile, headline_seeds, run_sizes
 from ltvlib.tasks import PAPER_TASKS, get_task, load_splits
 from tests.margins import PATH_GAP, smallest_margin
 
@@ -74,19 +72,19 @@ def test_bad_setting_arguments():
 @pytest.mark.parametrize("model", ["llama", "gemma"])
 def test_settings_resolve_to_valid_sites(model, request):
     lm = request.getfixturevalue(model)
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     for setting in table1_settings(lm.n_layers, layer_steps=(2, 1)) + late_settings(lm.n_layers):
-        checked = check_setting(lm, "antonym", setting, prof)
+        checked = check_setting(lm, "antonym", setting, run)
         assert all(0 <= l < lm.n_layers for l in checked.layers)
         # every position exists in every prompt of the task
-        splits = load_splits("antonym", n_train=prof.n_train, n_val=prof.n_val)
+        splits = load_splits("antonym", n_train=run.n_train, n_val=run.n_val)
         rows = encode_prompts(lm.tokenizer, get_task("antonym"), splits.test[:8]).rows
         _, mask = pad_left(rows, lm.tokenizer.pad_token_id, lm.device)
         resolve_positions(mask, checked.positions)
     with pytest.raises(ValueError, match="outside the shortest"):
-        check_setting(lm, "antonym", Setting("far", "far", (0,), (40,)), prof)
+        check_setting(lm, "antonym", Setting("far", "far", (0,), (40,)), run)
     with pytest.raises(ValueError, match="layer"):
-        check_setting(lm, "antonym", Setting("deep", "deep", (lm.n_layers,), (-1,)), prof)
+        check_setting(lm, "antonym", Setting("deep", "deep", (lm.n_layers,), (-1,)), run)
 
 
 def _fake_vectors(lm):
@@ -159,9 +157,9 @@ def test_multi_site_function_vector_adds_the_same_vector_everywhere(llama):
 
 
 def test_a_non_final_position_setting_end_to_end(llama, cache, monkeypatch):
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     setting = next(s for s in table1_settings(llama.n_layers, layer_steps=(2,)) if s.name == "position4")
-    import ltvlib.flexibility as flexibility
+    import ltvlib.study.flexibility as flexibility
 
     tails = []
     real_evalset = flexibility.EvalSet
@@ -171,68 +169,69 @@ def test_a_non_final_position_setting_end_to_end(llama, cache, monkeypatch):
         return real_evalset(*args, **kwargs)
 
     monkeypatch.setattr(flexibility, "EvalSet", recording_evalset)
-    res = setting_result(llama, "antonym", prof, setting, seeds=(0, 1))
+    res = setting_result(llama, "antonym", run, setting, seeds=(0, 1))
     # P={4} is evaluated on the per-row tail, and its LTVs were trained with the prefix cache (the tail)
     assert tails == [PositionTail((4,))]
     assert all(v.config.prefix_cache and v.positions == (4,) for v in res.ltvs)
-    assert [v.seed for v in res.ltvs] == [0, 1] and res.n == prof.n_test
-    assert res.correct["ltv"].shape == (2, prof.n_test)
+    assert [v.seed for v in res.ltvs] == [0, 1] and res.n == run.n_test
+    assert res.correct["ltv"].shape == (2, run.n_test)
     for method in ("none", "vanilla_tv", "vanilla_tv_difference", "function_vector"):
-        assert res.correct[method].shape == (1, prof.n_test) and res.correct[method].dtype == bool
+        assert res.correct[method].shape == (1, run.n_test) and res.correct[method].dtype == bool
     assert "ltv_zero_shot_trained" not in res.correct and res.zero_shot_ltvs == ()
     # the extracted numbers are what evaluating the documented edits gives
-    from ltvlib.experiments import profile_splits
-    from ltvlib.flexibility import profile_vanilla_tv_task_template
+    from ltvlib.study.flexibility import vanilla_tv_task_template
+    from ltvlib.study.ltvs import task_splits
 
-    tv = profile_vanilla_tv_task_template(llama, "antonym", prof)
-    es = EvalSet(llama, "antonym", profile_splits("antonym", prof).test, tail=None)
+    tv = vanilla_tv_task_template(llama, "antonym", run)
+    es = EvalSet(llama, "antonym", task_splits("antonym", run).test, tail=None)
     edits, site, mode = extracted_edits("vanilla_tv", tv, setting)
     assert smallest_margin(es, edits, site=site, mode=mode) > PATH_GAP  # predictions agree across paths
     assert evaluate(es, edits, site=site, mode=mode).correct == res.correct["vanilla_tv"][0].tolist()
     # the LTV rows: the same path (per-row tail) gives the same correctness (seed 1 has a near tie on this
     # tiny model, so the full-forward path is not compared here)
-    tail_es = real_evalset(llama, "antonym", profile_splits("antonym", prof).test, tail=PositionTail((4,)))
+    tail_es = real_evalset(llama, "antonym", task_splits("antonym", run).test, tail=PositionTail((4,)))
     assert evaluate(tail_es, res.ltvs[1].edits()).correct == res.correct["ltv"][1].tolist()
     # cached: the second call reads the same correctness back, without evaluating
     tails.clear()
-    again = setting_result(llama, "antonym", prof, setting, seeds=(0, 1))
+    again = setting_result(llama, "antonym", run, setting, seeds=(0, 1))
     assert tails == [] and all((again.correct[m] == res.correct[m]).all() for m in res.correct)
     assert len(list((cache / "results" / "flexibility").glob("*.json"))) == 1
     # fewer test queries: a prefix of the same queries
-    fewer = setting_result(llama, "antonym", prof, setting, seeds=(0,), n_test=5, extracted=False)
+    fewer = setting_result(llama, "antonym", run, setting, seeds=(0,), n_test=5, extracted=False)
     assert fewer.n == 5 and (fewer.correct["ltv"][0] == res.correct["ltv"][0][:5]).all()
     assert set(fewer.correct) == {"ltv", "none"}
 
 
 def test_icl_setting_trains_on_k_shot_prompts(llama, cache):
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     setting = Setting("icl2", "icl", (1,), (-1,), shots=2)
-    res = setting_result(llama, "antonym", prof, setting, extracted=False, zero_shot_seeds=(0, 1))
-    assert res.correct["ltv"].shape == (1, prof.n_test) and "vanilla_tv" not in res.correct
+    res = setting_result(llama, "antonym", run, setting, extracted=False, zero_shot_seeds=(0, 1))
+    assert res.correct["ltv"].shape == (1, run.n_test) and "vanilla_tv" not in res.correct
     assert res.ltvs[0].shots == 2
-    assert res.correct["ltv_zero_shot_trained"].shape == (2, prof.n_test)
+    assert res.correct["ltv_zero_shot_trained"].shape == (2, run.n_test)
     assert [v.shots for v in res.zero_shot_ltvs] == [0, 0] and [v.seed for v in res.zero_shot_ltvs] == [0, 1]
     # the no-vector row is the k-shot prompt alone on the same queries and demonstration blocks (two paths:
     # exact agreement holds since no prediction is near a tie, tests/margins.py)
-    splits = flex_splits("antonym", prof)
+    splits = flex_splits("antonym", run)
     es = EvalSet(llama, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
-                 demo_sets=prof.icl_demo_sets, tail=None)
+                 demo_sets=run.icl_demo_sets, tail=None)
     assert smallest_margin(es) > PATH_GAP
     assert evaluate(es).correct == res.correct["none"][0].tolist()
     # the zero-shot-trained LTV on the k-shot prompts: the chapter's path (last-token tail) gives the same rows
     same_path = EvalSet(llama, "antonym", splits.test, shots=2, demo_pool=splits.train, seed=0,
-                        demo_sets=prof.icl_demo_sets, tail=1)
+                        demo_sets=run.icl_demo_sets, tail=1)
     assert evaluate(same_path, res.zero_shot_ltvs[1].edits()).correct == res.correct["ltv_zero_shot_trained"][1].tolist()
 
 
 def test_flex_splits_share_test_queries_across_shots():
-    prof = get_profile("smoke")
-    full = load_splits("antonym", n_train=prof.n_train, n_val=prof.n_val)
-    assert flex_splits("antonym", prof).test == full.test[: prof.n_test]
-    assert flex_splits("antonym", prof, 3).test == full.test[:3]
-    assert flex_splits("antonym", get_profile("paper")).test == load_splits("antonym", n_train=600, n_val=400).test
+    run = run_sizes(get_profile("smoke"))
+    full = load_splits("antonym", n_train=run.n_train, n_val=run.n_val)
+    assert flex_splits("antonym", run).test == full.test[: run.n_test]
+    assert flex_splits("antonym", run, 3).test == full.test[:3]
+    paper = run_sizes(get_profile("paper"))
+    assert flex_splits("antonym", paper).test == load_splits("antonym", n_train=600, n_val=400).test
     with pytest.raises(ValueError, match="n_test"):
-        flex_splits("antonym", prof, 0)
+        flex_splits("antonym", run, 0)
 
 
 def test_the_cpu_profile_covers_the_seven_tasks_with_three_baseline_seeds():

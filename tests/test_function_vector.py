@@ -20,7 +20,7 @@ from ltvlib.baselines.function_vector import (
     top_heads,
 )
 from ltvlib.heads import head_writes, o_proj, record_heads
-from ltvlib.prefix import forward_tokens
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.prompts import pad_left
 from ltvlib.tasks import get_task, load_splits
 

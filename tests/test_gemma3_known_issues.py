@@ -1,8 +1,8 @@
-"""Gemma 3 conventions that code outside ``ltvlib.across_models`` does not handle yet (found while writing
+"""Gemma 3 conventions that code outside ``ltvlib.study.across_models`` does not handle yet (found while writing
 chapter 08). Each test states the correct behaviour and is marked ``xfail(strict=True)``: it fails today, and
 the day the fix lands it passes, which makes the suite fail until the marker is removed.
 
-1. Sliding-window attention: the cached-prefix path (:mod:`ltvlib.prefix`, :mod:`ltvlib.runner`) refuses a
+1. Sliding-window attention: the cached-prefix path (:mod:`ltvlib.kv_cache`, :mod:`ltvlib.forward`) refuses a
    prompt longer than the window, where the full forward runs it.
 
 (Fixed and moved: what a head writes into the stream through Gemma's attention-output norm is now
@@ -14,10 +14,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ltvlib.forward import PromptRunner
 from ltvlib.inject import VectorEdit
 from ltvlib.models import wrap_model
 from ltvlib.prompts import encode_prompts
-from ltvlib.runner import PromptRunner
 from ltvlib.tasks import load_splits
 from tests.models_fixtures import tiny_tokenizer
 
@@ -38,8 +38,8 @@ def windowed_gemma3(window: int = 16):
 
 
 @pytest.mark.xfail(raises=ValueError, strict=True, reason=(
-    "ltvlib.prefix.forward_tokens(keep_cache=True) refuses prompts longer than a sliding attention window "
-    "(the sliding layers' DynamicSlidingWindowLayer crops the cache), and ltvlib.runner's tail layout "
+    "ltvlib.kv_cache.forward_tokens(keep_cache=True) refuses prompts longer than a sliding attention window "
+    "(the sliding layers' DynamicSlidingWindowLayer crops the cache), and ltvlib.forward's tail layout "
     "[shared][pad][row] would put padding inside the window if it did not"))
 def test_cached_prefix_equals_full_forward_beyond_the_sliding_window():
     lm = windowed_gemma3(16)

@@ -1,4 +1,4 @@
-"""ltvlib.generalization: sizes, similarity statistics, projections, the LTV's starting point, transfer."""
+"""ltvlib.study.generalization: sizes, similarity statistics, projections, the LTV's starting point, transfer."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from ltvlib import generalization as gen
 from ltvlib.evaluate import EvalSet, evaluate
-from ltvlib.experiments import ltv_accuracy, profile_splits
 from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector, train_ltv, with_config
-from ltvlib.profiles import get_profile
+from ltvlib.study import generalization as gen
+from ltvlib.study.ltvs import ltv_accuracy, task_splits
+from ltvlib.study.plans import generalization_sizes, get_profile, run_sizes
 from ltvlib.tasks import PAPER_TASKS, load_splits
 from tests.margins import PATH_GAP, smallest_margin
 
@@ -31,15 +31,15 @@ def fake_ltv(lm, task: str, seed: int, scale: float = 3.0, layer: int | None = N
 
 
 def test_sizes_cover_the_paper_tasks_and_reuse_chapter_0s_seed():
-    cpu = gen.generalization_sizes(get_profile("cpu"))
+    cpu = generalization_sizes(get_profile("cpu"))
     assert cpu.tasks == PAPER_TASKS
     assert all(0 in cpu.seeds_of(t) for t in cpu.tasks)
     # cpu: two seeds for five tasks; SNLI and RTE, the costliest to train, keep chapter 0's vector only
     assert [t for t in cpu.tasks if len(cpu.seeds_of(t)) >= 2] == [t for t in PAPER_TASKS if t not in ("snli", "rte")]
     assert cpu.seeds_of("antonym") == (0, 1) and cpu.seeds_of("snli") == (0,) and cpu.seeds_of("rte") == (0,)
-    paper = gen.generalization_sizes(get_profile("paper"))
+    paper = generalization_sizes(get_profile("paper"))
     assert all(len(paper.seeds_of(t)) == 5 for t in paper.tasks)
-    smoke = gen.generalization_sizes(get_profile("smoke"))
+    smoke = generalization_sizes(get_profile("smoke"))
     assert {"snli", "rte"} <= set(smoke.tasks)
     shifted = cpu.shifted(10)
     assert shifted.seeds_of("antonym") == (10, 11) and shifted.seeds_of("rte") == (10,)
@@ -127,39 +127,39 @@ def test_shared_labels():
 
 
 def test_transfer_on_the_diagonal_equals_ltv_accuracy(llama, cache):
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     ltv = fake_ltv(llama, "sst2", 0, scale=20.0)
-    own = ltv_accuracy(llama, ltv, prof)
-    r = gen.transfer_accuracy(llama, ltv, "sst2", prof)
+    own = ltv_accuracy(llama, ltv, run)
+    r = gen.transfer_accuracy(llama, ltv, "sst2", run)
     # two paths over the same prompts: exact agreement holds since no prediction is near a tie (tests/margins.py)
-    ref = EvalSet(llama, "sst2", profile_splits("sst2", prof).test, tail=None, cache_rows=False)
+    ref = EvalSet(llama, "sst2", task_splits("sst2", run).test, tail=None, cache_rows=False)
     assert smallest_margin(ref, ltv.edits()) > PATH_GAP
     assert r["accuracy"] == own["accuracy"] and r["label_accuracy"] == own["label_accuracy"] and r["n"] == own["n"]
 
 
 def test_transfer_is_the_targets_evaluation_with_the_sources_vector(llama, cache):
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     ltv = fake_ltv(llama, "antonym", 1, scale=20.0)
-    r = gen.transfer_accuracy(llama, ltv, "sst2", prof)
+    r = gen.transfer_accuracy(llama, ltv, "sst2", run)
     # an independent evaluation: full forwards over the whole prompt, nothing cached
-    es = EvalSet(llama, "sst2", profile_splits("sst2", prof).test, tail=None, cache_rows=False)
+    es = EvalSet(llama, "sst2", task_splits("sst2", run).test, tail=None, cache_rows=False)
     ref = evaluate(es, ltv.edits())
     assert smallest_margin(es, ltv.edits()) > PATH_GAP  # so the two paths' predictions agree (tests/margins.py)
     assert r["accuracy"] == ref.accuracy and r["label_accuracy"] == ref.label_accuracy
-    assert r["n"] == len(profile_splits("sst2", prof).test)
+    assert r["n"] == len(task_splits("sst2", run).test)
     assert sum(share for _, share in r["top_predictions"]) <= 1.0
     assert r["source"] == "antonym" and r["target"] == "sst2" and r["seed"] == 1
-    again = gen.transfer_accuracy(llama, ltv, "sst2", prof)
+    again = gen.transfer_accuracy(llama, ltv, "sst2", run)
     assert again == r and len(list((cache / "results" / "ltv-transfer").glob("*.json"))) == 1
-    gen_target = gen.transfer_accuracy(llama, ltv, "capital", prof)
+    gen_target = gen.transfer_accuracy(llama, ltv, "capital", run)
     assert gen_target["label_accuracy"] is None
 
 
 def test_transfer_matrix_covers_every_pair(llama, cache):
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     sizes = gen.GeneralizationSizes(tasks=("antonym", "sst2"), seeds=(0, 1), fewer_seeds=(("sst2", (0,)),))
     ltvs = {(t, s): fake_ltv(llama, t, s) for t in sizes.tasks for s in sizes.seeds_of(t)}
-    rows = gen.transfer_matrix(llama, ltvs, prof, sizes)
+    rows = gen.transfer_matrix(llama, ltvs, run, sizes)
     assert {(r["source"], r["target"]) for r in rows} == {(a, b) for a in sizes.tasks for b in sizes.tasks}
     # every seed on its own task, the transfer seeds elsewhere
     assert sorted((r["source"], r["target"], r["seed"]) for r in rows) == [
@@ -168,19 +168,19 @@ def test_transfer_matrix_covers_every_pair(llama, cache):
     with pytest.raises(ValueError, match="last-position"):
         bad = LearnedTaskVector(torch.zeros(1, llama.d_model), (1,), (0,), llama.name, "antonym", "fast", 0, 0,
                                 FAST_RECIPE)
-        gen.transfer_accuracy(llama, bad, "sst2", prof)
+        gen.transfer_accuracy(llama, bad, "sst2", run)
 
 
 def test_transfer_keeps_per_query_correctness(llama, cache):
-    prof = get_profile("smoke")
-    r = gen.transfer_accuracy(llama, fake_ltv(llama, "antonym", 1, scale=20.0), "sst2", prof)
+    run = run_sizes(get_profile("smoke"))
+    r = gen.transfer_accuracy(llama, fake_ltv(llama, "antonym", 1, scale=20.0), "sst2", run)
     assert len(r["correct"]) == len(r["label_correct"]) == r["n"]
     assert sum(r["correct"]) / r["n"] == pytest.approx(r["accuracy"])
     assert sum(r["label_correct"]) / r["n"] == pytest.approx(r["label_accuracy"])
 
 
 def test_random_transfer_draws_vectors_of_the_ltvs_norm(llama, cache, monkeypatch):
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     ltv = fake_ltv(llama, "antonym", 0, scale=20.0)
     seen = []
     real = gen.evaluate
@@ -190,15 +190,15 @@ def test_random_transfer_draws_vectors_of_the_ltvs_norm(llama, cache, monkeypatc
         return real(es, edits)
 
     monkeypatch.setattr(gen, "evaluate", spy)
-    draws = gen.random_transfer(llama, ltv, "sst2", prof, n_draws=3, seed=4)
+    draws = gen.random_transfer(llama, ltv, "sst2", run, n_draws=3, seed=4)
     assert [d["draw"] for d in draws] == [0, 1, 2] and all(len(d["correct"]) == d["n"] for d in draws)
     assert len(seen) == 3
     for v in seen:
         assert float(v[0].norm()) == pytest.approx(float(ltv.vectors.norm()), rel=1e-5)
     assert not torch.allclose(seen[0][0], seen[1][0])
-    assert gen.random_transfer(llama, ltv, "sst2", prof, n_draws=3, seed=4) == draws and len(seen) == 3  # cached
+    assert gen.random_transfer(llama, ltv, "sst2", run, n_draws=3, seed=4) == draws and len(seen) == 3  # cached
     with pytest.raises(ValueError, match="n_draws"):
-        gen.random_transfer(llama, ltv, "sst2", prof, n_draws=0)
+        gen.random_transfer(llama, ltv, "sst2", run, n_draws=0)
 
 
 def test_cluster_gap_interval_and_permutation_control():

@@ -18,7 +18,7 @@ from ltvlib.heads import (
     record_heads,
 )
 from ltvlib.inject import HookNotFiredError
-from ltvlib.prefix import forward_tokens
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
 from ltvlib.sites import get_module
 from ltvlib.tasks import get_task, load_splits

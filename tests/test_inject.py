@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ltvlib.inject import HookNotFiredError, VectorEdit, inject, record_residual, resolve_positions
-from ltvlib.prefix import forward_tokens
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.prompts import pad_left
 from ltvlib.sites import decoder_layers
 

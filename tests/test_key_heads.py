@@ -8,9 +8,7 @@ import math
 import pytest
 import torch
 
-from ltvlib.heads import HeadPatch, o_proj, patch_heads, record_heads
-from ltvlib.inject import HookNotFiredError, VectorEdit, inject
-from ltvlib.key_heads import (
+from ltvlib.analysis.key_heads import (
     LastTokenRunner,
     ablate_heads,
     attention_stats,
@@ -23,7 +21,9 @@ from ltvlib.key_heads import (
     top_heads,
     u_shape_test,
 )
-from ltvlib.prefix import forward_tokens
+from ltvlib.heads import HeadPatch, o_proj, patch_heads, record_heads
+from ltvlib.inject import HookNotFiredError, VectorEdit, inject
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.prompts import answer_ids, encode_prompts, pad_left
 from ltvlib.tasks import get_task, load_splits
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
-from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger, LTVShown
+from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger, LTVShown
 
 
 def _ltv(trained, task="trec", layer=29, seed=0):
@@ -27,7 +27,7 @@ def test_untrained_vectors_are_nan_and_labelled_and_counted() -> None:
 
 
 def test_rows_round_trip_through_the_claims_sheet(tmp_path) -> None:
-    from ltvlib.scorecard import Claim, ClaimSheet, direction_rule, record_claims
+    from ltvlib.book.scorecard import Claim, ClaimSheet, direction_rule, record_claims
 
     ledger = LTVLedger()
     ledger.value(_ltv(False), 0.0, where="Figure 1.1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from dataclasses import replace
 
 import pytest
@@ -11,7 +10,10 @@ import torch
 
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.inject import VectorEdit, inject
-from ltvlib.myopic import (
+from ltvlib.kv_cache import compute_prefix, forward_tokens
+from ltvlib.prompts import pad_left, special_prefix
+from ltvlib.stats import Proportion
+from ltvlib.study.myopic import (
     DIRECTIONS,
     JUDGEMENTS,
     ABScores,
@@ -36,8 +38,8 @@ from ltvlib.myopic import (
     letter_balanced,
     letter_bias,
     letter_log_odds,
-    ltv_profile,
     ltv_recipe,
+    ltv_run_sizes,
     ltv_splits,
     match_option,
     method_cells,
@@ -45,15 +47,14 @@ from ltvlib.myopic import (
     method_names,
     method_scores,
     metric_estimate,
-    replicate_rows,
     myopic_behaviour,
-    myopic_sizes,
     open_question,
     option_first_listed,
     option_log_odds,
     option_p_myopic,
     other_letter,
     parse_item,
+    replicate_rows,
     score_ab,
     score_option_text,
     steering_difference,
@@ -65,10 +66,7 @@ from ltvlib.myopic import (
     text_query,
     toward,
 )
-from ltvlib.prefix import compute_prefix, forward_tokens
-from ltvlib.profiles import get_profile
-from ltvlib.prompts import pad_left, special_prefix
-from ltvlib.stats import Proportion
+from ltvlib.study.plans import get_profile, myopic_sizes, run_sizes
 from ltvlib.tasks import Example, get_task, load_splits
 
 
@@ -132,34 +130,35 @@ def test_letter_balanced_takes_the_first_of_each_letter_in_order():
         letter_balanced(ex, 6)
 
 
-def test_ltv_splits_train_on_the_profile_sizes_and_stop_on_balanced_questions():
-    prof = get_profile("cpu")
-    sizes = myopic_sizes(prof)
-    assert ltv_profile(prof, sizes).n_train == sizes.ltv_n_train and ltv_profile(prof, sizes).n_val == sizes.ltv_n_val
+def test_ltv_splits_train_on_the_run_sizes_and_stop_on_balanced_questions():
+    run = run_sizes(get_profile("cpu"))
+    sizes = myopic_sizes(get_profile("cpu"))
+    assert ltv_run_sizes(run, sizes).n_train == sizes.ltv_n_train
+    assert ltv_run_sizes(run, sizes).n_val == sizes.ltv_n_val
     for d in DIRECTIONS:
-        s = ltv_splits(d, prof, sizes)
+        s = ltv_splits(d, run, sizes)
         region = load_splits(direction_task("myopic", d), n_train=10**9, n_val=10**9)
         assert s.train == region.train[: sizes.ltv_n_train]
         assert len(s.validation) == sizes.ltv_n_val and set(s.validation) <= set(region.validation)
         assert sum(e.output == "A" for e in s.validation) == sizes.ltv_n_val // 2
         assert s.test == region.test
     # both directions stop on the same questions, with swapped letters (in another order: each alternates A, B)
-    my, other = ltv_splits("myopic", prof, sizes), ltv_splits("non_myopic", prof, sizes)
+    my, other = ltv_splits("myopic", run, sizes), ltv_splits("non_myopic", run, sizes)
     assert {(e.input, other_letter(e.output)) for e in my.validation} == {(e.input, e.output) for e in other.validation}
-    # None keeps the profile's sizes
+    # None keeps the run's sizes
     plain = replace(sizes, ltv_n_train=None, ltv_n_val=None, ltv_patience=None)
-    assert ltv_profile(prof, plain) == prof
+    assert ltv_run_sizes(run, plain) == run
     # the cpu LTVs run the recipe's whole schedule (patience = its epochs), everything else as the recipe
-    assert ltv_recipe(prof, sizes) == replace(prof.recipe, patience=sizes.ltv_patience)
-    assert ltv_profile(prof, sizes).recipe.patience == sizes.ltv_patience == prof.recipe.epochs
+    assert ltv_recipe(run, sizes) == replace(run.recipe, patience=sizes.ltv_patience)
+    assert ltv_run_sizes(run, sizes).recipe.patience == sizes.ltv_patience == run.recipe.epochs
 
 
 def test_extraction_configs_use_the_task_template_and_the_shot_override():
-    prof = get_profile("cpu")
-    vtv, fv = extraction_configs(prof, myopic_sizes(prof))
+    run = run_sizes(get_profile("cpu"))
+    vtv, fv = extraction_configs(run, myopic_sizes(get_profile("cpu")))
     assert vtv.template == "task" and vtv.form == "replace"
-    assert vtv.shots == fv.shots == myopic_sizes(prof).extract_shots
-    vtv, fv = extraction_configs(prof, replace(myopic_sizes(prof), extract_shots=None))
+    assert vtv.shots == fv.shots == myopic_sizes(get_profile("cpu")).extract_shots
+    vtv, fv = extraction_configs(run, replace(myopic_sizes(get_profile("cpu")), extract_shots=None))
     assert (vtv.shots, fv.shots) == (5, 10)
 
 
@@ -251,36 +250,36 @@ def test_method_scores_run_cache_and_check_arguments(llama, cache):
     # the smoke recipe's two stream-relative steps barely move a vector in the tiny model's stream (RMS ~0.03):
     # neither direction's LTV would beat its start, and both would be the same starting vector. Steps of about
     # the old absolute 0.1 (4 x the tiny stream) make them train.
-    smoke = get_profile("smoke")
-    prof = dataclasses.replace(smoke, recipe=with_config(smoke.recipe, lr=4.0, init_range=4.0))
-    sizes = myopic_sizes(prof)
+    smoke = run_sizes(get_profile("smoke"))
+    run = dataclasses.replace(smoke, recipe=with_config(smoke.recipe, lr=4.0, init_range=4.0))
+    sizes = myopic_sizes(get_profile("smoke"))
     assert method_names(sizes) == ["zero_shot", "icl2", "vanilla_tv", "vanilla_tv_difference", "function_vector", "ltv",
                                    "random"]
     n = len(balanced_test(sizes.task, sizes.n_test))
     for method in method_names(sizes):
         for direction in [None] if method == "zero_shot" else DIRECTIONS:
-            r = method_scores(llama, prof, method, direction)
+            r = method_scores(llama, run, method, direction, sizes=sizes)
             assert len(r["scores"]["p_a"]) == len(r["myopic_letters"]) == n
             assert all(0 <= a + b <= 1 + 1e-6 for a, b in zip(r["scores"]["p_a"], r["scores"]["p_b"]))
-            assert method_scores(llama, prof, method, direction) == r
-    ltv = method_scores(llama, prof, "ltv", "non_myopic")
+            assert method_scores(llama, run, method, direction, sizes=sizes) == r
+    ltv = method_scores(llama, run, "ltv", "non_myopic", sizes=sizes)
     assert ltv["info"]["layer"] == llama.middle_layer and ltv["info"]["steps"] > 0
-    tv = method_scores(llama, prof, "vanilla_tv", "myopic")
+    tv = method_scores(llama, run, "vanilla_tv", "myopic", sizes=sizes)
     assert tv["info"]["layer"] in range(llama.n_layers)
     # the two directions' vectors were trained on different labels, so they differ
-    assert method_scores(llama, prof, "ltv", "myopic")["scores"] != ltv["scores"]
+    assert method_scores(llama, run, "ltv", "myopic", sizes=sizes)["scores"] != ltv["scores"]
     with pytest.raises(ValueError, match="zero-shot scores have no direction"):
-        method_scores(llama, prof, "zero_shot", "myopic")
+        method_scores(llama, run, "zero_shot", "myopic", sizes=sizes)
     with pytest.raises(ValueError, match="needs direction"):
-        method_scores(llama, prof, "ltv", None)
+        method_scores(llama, run, "ltv", None, sizes=sizes)
     with pytest.raises(ValueError, match="unknown direction"):
-        method_scores(llama, prof, "ltv", "left")
+        method_scores(llama, run, "ltv", "left", sizes=sizes)
 
 
-def test_direction_splits_follow_the_profile():
-    prof = get_profile("smoke")
-    s = direction_splits("myopic", "non_myopic", prof)
-    assert len(s.train) == prof.n_train and len(s.validation) == prof.n_val
+def test_direction_splits_follow_the_run_sizes():
+    run = run_sizes(get_profile("smoke"))
+    s = direction_splits("myopic", "non_myopic", run)
+    assert len(s.train) == run.n_train and len(s.validation) == run.n_val
 
 
 def test_letters_are_distinct_tokens(llama):
@@ -537,14 +536,14 @@ def test_behaviour_scores_run_cache_and_summarise(llama, cache):
 
     from ltvlib.ltv import with_config
 
-    smoke = get_profile("smoke")
-    prof = dataclasses.replace(smoke, recipe=with_config(smoke.recipe, lr=4.0, init_range=4.0))
-    sizes = myopic_sizes(prof)
+    smoke = run_sizes(get_profile("smoke"))
+    run = dataclasses.replace(smoke, recipe=with_config(smoke.recipe, lr=4.0, init_range=4.0))
+    sizes = myopic_sizes(get_profile("smoke"))
     n = len(balanced_test(sizes.task, sizes.n_test))
     cells = method_cells(sizes)
     assert cells[0] == ("zero_shot", None) and ("ltv", "non_myopic") in cells and len(cells) == 1 + 2 * 6
-    zero = behaviour_scores(llama, prof, "zero_shot", None, seed=3)
-    assert zero["seed"] is None and behaviour_scores(llama, prof, "zero_shot", None) == zero
+    zero = behaviour_scores(llama, run, "zero_shot", None, seed=3, sizes=sizes)
+    assert zero["seed"] is None and behaviour_scores(llama, run, "zero_shot", None, sizes=sizes) == zero
     assert len(zero["text"]["logprob"]) == len(zero["myopic_letters"]) == n
     assert len(zero["generation"]["judged"]) == n and set(zero["generation"]["judged"]) <= set(JUDGEMENTS)
     summary = zero["summary"]
@@ -558,22 +557,22 @@ def test_behaviour_scores_run_cache_and_summarise(llama, cache):
     assert items["text_p_myopic"] == pytest.approx(
         option_p_myopic(zero["text"], [0 if m == "A" else 1 for m in zero["myopic_letters"]]))
     # the zero-shot letter scores of the items as given are the ones method_scores stores
-    assert zero["letter"]["given"] == method_scores(llama, prof, "zero_shot", None)["scores"]
-    icl = behaviour_scores(llama, prof, "icl2", "myopic")
+    assert zero["letter"]["given"] == method_scores(llama, run, "zero_shot", None, sizes=sizes)["scores"]
+    icl = behaviour_scores(llama, run, "icl2", "myopic", sizes=sizes)
     assert icl["info"]["shots"] == 2 and icl["text"] != zero["text"]
     with pytest.raises(ValueError, match="judge_items must be even"):
-        behaviour_scores(llama, prof, "zero_shot", None, sizes=replace(sizes, judge_items=3))
+        behaviour_scores(llama, run, "zero_shot", None, sizes=replace(sizes, judge_items=3))
     with pytest.raises(ValueError, match="unknown option-text layout"):
-        behaviour_scores(llama, prof, "zero_shot", None, layout="letters")
-    table = myopic_behaviour(llama, prof, n_resamples=200)
+        behaviour_scores(llama, run, "zero_shot", None, layout="letters", sizes=sizes)
+    table = myopic_behaviour(llama, run, n_resamples=200, sizes=sizes)
     assert table["n_test"] == n and len(table["rows"]) == len(cells)
     ltv = next(r for r in table["rows"] if r["method"] == "ltv" and r["direction"] == "myopic")
     assert ltv["info"]["steps"] > 0 and ltv["seeds"] == [0]
     diffs = {(d["method"], d["direction"], d["versus"], d["metric"]): d["estimate"] for d in table["differences"]}
     steer = diffs[("ltv", "myopic", "non_myopic", "text_p_myopic")]
     assert steer["difference"] and steer["low"] <= steer["value"] <= steer["high"]
-    mine = behaviour_items(behaviour_scores(llama, prof, "ltv", "myopic"))["text_p_myopic"]
-    theirs = behaviour_items(behaviour_scores(llama, prof, "ltv", "non_myopic"))["text_p_myopic"]
+    mine = behaviour_items(behaviour_scores(llama, run, "ltv", "myopic", sizes=sizes))["text_p_myopic"]
+    theirs = behaviour_items(behaviour_scores(llama, run, "ltv", "non_myopic", sizes=sizes))["text_p_myopic"]
     assert steer["value"] == pytest.approx(sum(mine) / n - sum(theirs) / n)
     assert ("zero_shot", None, "zero_shot", "text_p_myopic") not in diffs
     # the random control: one record per draw, each a vector of the LTV's norm at its site
@@ -585,10 +584,10 @@ def test_behaviour_scores_run_cache_and_summarise(llama, cache):
                          "text_p_myopic", n_resamples=200)
     assert rng.value == pytest.approx(steer["value"]) and rng.low <= rng.value <= rng.high
     # the same call again reads every cell from the cache and gives the same numbers
-    assert myopic_behaviour(llama, prof, n_resamples=200) == table
+    assert myopic_behaviour(llama, run, n_resamples=200, sizes=sizes) == table
     # a method outside judge_methods generates nothing, and its generation metrics are absent
     quiet = replace(sizes, judge_methods=("zero_shot",))
-    fv = behaviour_scores(llama, prof, "function_vector", "myopic", sizes=quiet)
+    fv = behaviour_scores(llama, run, "function_vector", "myopic", sizes=quiet)
     assert fv["generation"]["judged"] == [] and "generation_myopic" not in fv["summary"]
     assert "text_p_myopic" in fv["summary"]
 
@@ -630,7 +629,7 @@ def test_steering_range_and_difference_on_synthetic_records():
 
 def test_random_vector_edits_keep_the_norm_and_site_and_depend_on_the_draw(llama):
     from ltvlib.ltv import LearnedTaskVector
-    from ltvlib.myopic import random_vector_edits
+    from ltvlib.study.myopic import random_vector_edits
 
     ltv = LearnedTaskVector(vectors=torch.randn(1, llama.d_model) * 3, layers=(1,), positions=(-1,), model="m",
                             task="myopic", recipe="fast", seed=2, shots=0, config=get_profile("smoke").recipe,

@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltvlib.controls import random_like
-from ltvlib.heads import HeadPatch, o_proj, patch_heads
-from ltvlib.inject import VectorEdit, inject, record_residual
-from ltvlib.key_heads import LastTokenRunner
-from ltvlib.ov import (
+from ltvlib.analysis.controls import random_like
+from ltvlib.analysis.key_heads import LastTokenRunner
+from ltvlib.analysis.ov import (
     CONTROL_VARIANTS,
     OV_VARIANTS,
     NormScales,
@@ -23,7 +21,9 @@ from ltvlib.ov import (
     ov_reconstruction,
     paper_ov,
 )
-from ltvlib.prefix import forward_tokens
+from ltvlib.heads import HeadPatch, o_proj, patch_heads
+from ltvlib.inject import VectorEdit, inject, record_residual
+from ltvlib.kv_cache import forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
 from ltvlib.sites import (
     attn_input_norm,
@@ -304,52 +304,3 @@ def test_ov_control_gives_each_draw_an_accuracy_with_its_interval(tiny):
     assert res["ltv"]["label_accuracy"] is None and set(res["summary"]) == {"accuracy"}
     with pytest.raises(ValueError, match="draws of shape"):
         ov_control(tiny, runner, theta, 1, draws[0])
-
-
-@pytest.fixture()
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
-def test_chapter_helpers_label_the_paper_form_and_report_the_control(llama, cache):
-    """On a classification task: ov_experiment names its paper variant and gives label-restricted accuracy
-    with intervals; ov_control_experiment is ov_control on the LTV's norm-matched draws (and cached);
-    key_head_experiment carries the U-shape statistic of its key heads after the injection layer."""
-    from ltvlib.experiments import profile_ltv, profile_splits
-    from ltvlib.key_heads import key_head_experiment, last_token_runner
-    from ltvlib.ov import ov_control_experiment, ov_experiment
-    from ltvlib.profiles import get_profile
-
-    prof = get_profile("smoke")
-    ltv = profile_ltv(llama, "sst2", prof, layers=[0])
-    splits = profile_splits("sst2", prof)
-    queries, test = list(splits.validation[:6]), list(splits.test)
-    res = ov_experiment(llama, ltv, queries, test)
-    assert res["paper_variant"] == "ov_raw" and res["variants"]["ov_raw"] == "paper"
-    assert set(res["label_accuracy"]) == set(res["accuracy"])
-    for name, rec in res["proportions"].items():
-        assert rec["accuracy"]["value"] == res["accuracy"][name] and rec["accuracy"]["n"] == len(test)
-        assert rec["label_accuracy"]["value"] == res["label_accuracy"][name]
-    ctl = ov_control_experiment(llama, ltv, test, n_draws=2, seed=5)
-    assert ctl["n_draws"] == 2 and len(ctl["draws"]) == 2 and ctl["variant"] == "paper"
-    theta = ltv.vectors[0].float()
-    direct = ov_control(llama, last_token_runner(llama, "sst2", test), theta, 0, random_like(theta, 2, seed=5))
-    assert ctl["draws"] == direct["draws"] and ctl["ltv"] == direct["ltv"]
-    assert ctl["ltv"]["accuracy"]["value"] == res["accuracy"]["ov_raw"]
-    assert ov_control_experiment(llama, ltv, test, n_draws=2, seed=5) == ctl
-    kh = key_head_experiment(llama, ltv, queries, test, fraction=0.25, n_random=1)
-    u = kh["key_after_u_shape"]
-    assert u["n"] == len(kh["key_after_heads"]) == 3 and u["n_before"] == 0 and sum(u["counts"]) == 3
-    assert 0 < u["p_value"] <= 1 and u["effect_low"] <= u["effect"] <= u["effect_high"]
-    # per-query correctness behind every accuracy, for paired intervals in the chapter
-    for name, rec in res["proportions"].items():
-        assert len(rec["accuracy"]["correct"]) == len(test) and sum(rec["accuracy"]["correct"]) == rec["accuracy"]["successes"]
-        assert sum(rec["label_accuracy"]["correct"]) == rec["label_accuracy"]["successes"]
-    assert [len(d["accuracy"]["correct"]) for d in ctl["draws"]] == [len(test)] * 2
-    assert kh["correct"]["full"] and sum(kh["correct"]["full"]) / len(test) == pytest.approx(kh["accuracy"])
-    assert len(kh["zero_shot_correct"]["label"]) == len(test)
-    for name in ("key", "key_after"):
-        for mode in ("zero", "mean"):
-            assert sum(kh[f"{name}_correct"][mode]["full"]) / len(test) == pytest.approx(kh[name][mode])
-    assert [sum(d["full"]) / len(test) for d in kh["random_correct"]["zero"]] == pytest.approx(kh["random"]["zero"])

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 
 import pytest
 import torch
 
-from ltvlib import peft_compare as pc
+from ltvlib.analysis import peft_compare as pc
+from ltvlib.forward import PromptRunner
 from ltvlib.ltv import FAST_RECIPE, answer_loss, train_ltv, with_config
-from ltvlib.runner import PromptRunner
 from ltvlib.tasks import load_splits
 
 SCHEDULE = with_config(FAST_RECIPE, batch_size=4, samples_per_epoch=8, epochs=2, patience=5)
@@ -236,19 +235,6 @@ def test_bad_methods_are_refused():
         pc.Method("x", "ia3", 1e-3)
     with pytest.raises(ValueError, match="unknown LoRA target"):
         pc.Method("x", "lora", 1e-3, targets=("up_proj",))
-    with pytest.raises(ValueError, match="unknown profile"):
-        pc.compare_sizes("huge")
-
-
-@pytest.mark.realmodel
-def test_memory_in_a_fresh_process():
-    # the CPU path of compare_method: one subprocess per method, peaks reset between inference and training
-    sizes = pc.compare_sizes("smoke")
-    method = pc.Method("ltv", "ltv", 0.1)
-    mem = pc.measure_memory("smollm2-135m", "cpu", {"task": "antonym", "sizes": asdict(sizes)}, method,
-                            sizes.schedule, 0, 4)
-    # the model's float32 weights alone are over 500 MB once paged in
-    assert 500 < mem["base_mb"] <= mem["peak_infer_mb"] and mem["peak_train_mb"] >= mem["base_mb"]
 
 
 def test_prefix_starts_as_the_models_own_keys_and_values(tiny):
@@ -291,7 +277,7 @@ def test_train_and_measure_records_what_the_race_needs(tiny):
 
 
 def test_race_ltv_goes_through_the_ledger():
-    from ltvlib.ltv_report import DID_NOT_TRAIN, LTVLedger
+    from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
 
     run = {"kind": "ltv", "method": "ltv", "seed": 1, "trained": False, "start_val_score": 0.5,
            "best_val_score": 0.5, "steps_to_best": 0, "test_accuracy": 0.6}
@@ -339,31 +325,3 @@ def test_race_curve_averages_the_seeds_still_running():
     assert all(p["low"] <= p["val_accuracy"] <= p["high"] for p in curve)
     assert curve[1]["high"] - curve[1]["low"] < pc.race_curve([run([0.5, 0.5])], n_val=4)[1]["high"] - pc.race_curve(
         [run([0.5, 0.5])], n_val=4)[1]["low"]  # pooled over two seeds: narrower than one
-
-
-def test_race_sizes_follow_the_profile_and_its_recipe():
-    from ltvlib.ltv import PAPER_RECIPE
-    from ltvlib.profiles import get_profile
-
-    cpu = pc.compare_sizes("cpu")
-    assert cpu.n_test >= 200 and cpu.schedule.lr == pytest.approx(2.7) and not cpu.schedule.relative_to_stream
-    rule = cpu.stopping_rule()  # one rule for every method: once per epoch, stop at the first validation without a gain
-    assert (rule.val_every, rule.patience, rule.after_gain) == (cpu.schedule.samples_per_epoch, 1, True)
-    assert pc.compare_sizes("paper").stopping_rule() == pc.StoppingRule.from_config(pc.compare_sizes("paper").schedule)
-    paper_recipe = pc.compare_sizes(get_profile("cpu", recipe="paper"))
-    assert paper_recipe.schedule == PAPER_RECIPE and paper_recipe.n_test == cpu.n_test
-    smoke = pc.compare_sizes(get_profile("smoke", recipe="paper"))
-    assert smoke.schedule.recipe == "paper" and smoke.schedule.batch_size == 1 and smoke.schedule.lr == PAPER_RECIPE.lr
-
-
-def test_race_runs_every_method_and_seed_on_the_same_queries(tiny, tmp_path, monkeypatch):
-    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
-    sizes = pc.CompareSizes(16, 4, 6, with_config(SCHEDULE, samples_per_epoch=4, epochs=1), eval_batch=8, memory=False)
-    methods = [m for m in pc.race_methods(tiny, ltv_lr=0.5) if m.name in ("ltv", "prompt-1")]
-    assert methods[0].lr == 0.5
-    out = pc.race(tiny, ["sst2"], methods, sizes, [0, 1])
-    assert list(out) == ["sst2"] and list(out["sst2"]) == ["ltv", "prompt-1"]
-    for runs in out["sst2"].values():
-        assert [r["seed"] for r in runs] == [0, 1] and all(r["n_test"] == 6 for r in runs)
-    d = pc.correct_matrix(out["sst2"]["ltv"]) - pc.correct_matrix(out["sst2"]["prompt-1"])
-    assert d.shape == (2, 6)

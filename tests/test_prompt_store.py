@@ -8,9 +8,9 @@ import torch
 
 from ltvlib import ltv as ltv_module
 from ltvlib import prompt_store
+from ltvlib.forward import PromptRunner
 from ltvlib.ltv import FAST_RECIPE, PAPER_RECIPE, train_ltv, with_config
 from ltvlib.prompt_store import PromptStore
-from ltvlib.runner import PromptRunner
 from ltvlib.tasks import load_splits
 
 CONFIG = with_config(FAST_RECIPE, epochs=2, samples_per_epoch=32, batch_size=8, patience=5, lr=3.0)

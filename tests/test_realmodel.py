@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from ltvlib.book import Chapter, execute_chapter
+from ltvlib.book.runner import Chapter, execute_chapter
 from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.forward import PromptRunner
 from ltvlib.inject import VectorEdit
 from ltvlib.ltv import train_ltv
 from ltvlib.models import load_model
 from ltvlib.prompts import encode_prompts
-from ltvlib.runner import PromptRunner
 from ltvlib.tasks import load_splits
 
 pytestmark = pytest.mark.realmodel

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ltvlib.across_models import architecture_row, attention_write_check, check_code_paths, stream_rms
 from ltvlib.models import load_model
+from ltvlib.study.across_models import architecture_row, attention_write_check, check_code_paths, stream_rms
 
 pytestmark = pytest.mark.realmodel
 

@@ -1,4 +1,4 @@
-"""Tests of ltvlib.scorecard: claim records, the verdict rule, saved sheets and the rendered table."""
+"""Tests of ltvlib.book.scorecard: claim records, the verdict rule, saved sheets and the rendered table."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from ltvlib import book
-from ltvlib.scorecard import (
+from ltvlib.book import runner as book
+from ltvlib.book.scorecard import (
     PAPER_CLAIMS,
     VERDICT_LEVELS,
     Claim,
@@ -191,7 +191,7 @@ def test_scorecard_runs_last_and_links_resolve(tmp_path: Path) -> None:
     (root / "chapters" / "00_overview.py").write_text(
         '# %% [markdown]\n# # Overview\n#\n# (ch00-fig-x)=\n\n'
         '# %% tags=["parameters"]\nmodel = "smollm2-135m"\nprofile = "cpu"\nseed = 0\ndevice = "auto"\n\n'
-        "# %%\nfrom ltvlib.scorecard import Claim, record_claims\n"
+        "# %%\nfrom ltvlib.book.scorecard import Claim, record_claims\n"
         'record_claims("00_overview", [Claim(paper_claim=2, key="k", statement="s.", paper="p", ours="o", '
         'checks={"c": 1 > 0}, evidence="ch00-fig-x", evidence_title="Figure 0.1")], '
         "model=model, profile=profile, seed=seed)\n"
@@ -442,13 +442,13 @@ def test_a_non_default_run_cannot_record_into_the_repository(monkeypatch: pytest
 
 
 def _claim_with(rule):
-    from ltvlib.scorecard import Claim
+    from ltvlib.book.scorecard import Claim
     return Claim(paper_claim=1, key="mid", statement="s.", paper="p", ours="o", rule=rule,
                  evidence="ch01-x", evidence_title="Table 1.1")
 
 
 def test_interpret_picks_the_text_of_the_recorded_verdict_and_marks_it() -> None:
-    from ltvlib.scorecard import direction_rule, interpret, interpretation_markers
+    from ltvlib.book.scorecard import direction_rule, interpret, interpretation_markers
     texts = {"reproduced": "It holds: {gap}.", "partly": "Partly.", "not reproduced": "It fails: {gap}.",
              "inconclusive": "Cannot tell.", "not testable at this scale": "Untestable."}
     up = interpret(_claim_with(direction_rule(0.2, (0.1, 0.3))), texts, gap="+20")
@@ -460,7 +460,8 @@ def test_interpret_picks_the_text_of_the_recorded_verdict_and_marks_it() -> None
 
 def test_interpret_refuses_missing_levels_and_missing_values() -> None:
     import pytest
-    from ltvlib.scorecard import direction_rule, interpret
+
+    from ltvlib.book.scorecard import direction_rule, interpret
     claim = _claim_with(direction_rule(0.2, (0.1, 0.3)))
     with pytest.raises(ValueError, match="no interpretation for the verdict level"):
         interpret(claim, {"reproduced": "ok"})

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from ltvlib import sites
+from ltvlib.analysis.linearity import record_final_norm_input
 from ltvlib.inject import record_residual
-from ltvlib.linearity import record_final_norm_input
-from ltvlib.prefix import forward_from_layer, forward_tokens
+from ltvlib.kv_cache import forward_from_layer, forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
 from ltvlib.tasks import get_task, load_splits
 from tests.arch_fixtures import BUILDERS, LAYOUT

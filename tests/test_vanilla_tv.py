@@ -15,7 +15,7 @@ from ltvlib.baselines.vanilla_tv import (
     select_layer,
     vanilla_task,
 )
-from ltvlib.runner import PromptRunner
+from ltvlib.forward import PromptRunner
 from ltvlib.tasks import Example, get_task, load_splits
 
 

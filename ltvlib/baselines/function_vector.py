@@ -42,7 +42,7 @@ from torch import Tensor
 from ..cache import atomic_write_bytes, code_version
 from ..heads import HeadPatch, check_head, head_outputs, head_writes
 from ..inject import VectorEdit
-from ..prefix import KVPrefix, compute_prefix, forward_tokens
+from ..kv_cache import KVPrefix, compute_prefix, forward_tokens
 from ..prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, sample_demos
 from ..sites import check_layer
 from ..tasks import Example, Task, get_task

@@ -38,7 +38,7 @@ from torch import Tensor
 from ..cache import atomic_write_bytes, code_version
 from ..evaluate import EvalSet, evaluate
 from ..inject import Mode, VectorEdit, record_residual
-from ..prefix import forward_tokens
+from ..kv_cache import forward_tokens
 from ..prompts import EncodedPrompts, encode_prompts, pad_left
 from ..sites import check_layer
 from ..tasks import Example, Task, get_task

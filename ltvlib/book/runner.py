@@ -52,7 +52,7 @@ PROFILES = ("smoke", "cpu", "paper")
 CHAPTER_DIR = "chapters"
 STAMP_KEY = "ltvbook"
 JUPYTEXT_FORMATS = "ipynb,py:percent"
-# Kernels started by the runner find the book root they write results into here (ltvlib.scorecard).
+# Kernels started by the runner find the book root they write results into here (ltvlib.book.scorecard).
 BOOK_ROOT_ENV = "LTV_BOOK_ROOT"
 # Where chapters record their verdicts on the paper's claims, relative to the book root.
 CLAIMS_DIR = Path("results") / "claims"
@@ -672,8 +672,8 @@ def _table_cell(text: str) -> str:
 def verdict_table_markdown(book_root: Path) -> str:
     """The landing page's compact verdict table as MyST: one row per recorded claim, in table-of-contents order,
     with the paper's number, ours, a ``{verdict}`` badge and links to the evidence and the chapter; then a line
-    counting the verdicts (:func:`ltvlib.scorecard.summary_markdown`)."""
-    from ltvlib.scorecard import load_sheets, summary_markdown
+    counting the verdicts (:func:`ltvlib.book.scorecard.summary_markdown`)."""
+    from ltvlib.book.scorecard import load_sheets, summary_markdown
 
     sheets = load_sheets(book_root)
     if not any(s.claims for s in sheets):
@@ -833,7 +833,7 @@ def build(
 
 def default_root() -> Path:
     cwd = Path.cwd()
-    return cwd if (cwd / "_toc.yml").exists() else Path(__file__).resolve().parents[1]
+    return cwd if (cwd / "_toc.yml").exists() else Path(__file__).resolve().parents[2]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ltvlib.inject import VectorEdit, inject, record_residual
-from ltvlib.prefix import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
+from ltvlib.kv_cache import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from ltvlib.prompts import encode_prompts, pad_left
 from ltvlib.tasks import get_task, load_splits
 

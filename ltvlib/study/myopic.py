@@ -31,7 +31,7 @@ the bare letter ``A`` or ``B``. This module adds what the chapter needs around i
   95 % intervals (:mod:`ltvlib.stats`) and paired differences.
 - **Cached measurements.** :func:`method_scores` scores one method toward one direction on the balanced
   set: the LTV at the middle layer (:func:`direction_ltv`, early-stopped on letter-balanced validation
-  questions), the Vanilla TV and the Function Vector as in :mod:`ltvlib.experiments_extracted` (sizes from
+  questions), the Vanilla TV and the Function Vector as in :mod:`ltvlib.study.extracted` (sizes from
   :func:`extraction_configs`), k-shot ICL with demonstrations labelled toward the direction, and zero-shot;
   :func:`generation_examples` the free generations; both through :func:`ltvlib.cache.cached_json`.
 """
@@ -47,20 +47,19 @@ from typing import Any, Literal
 
 import torch
 
-from .baselines.function_vector import FunctionVectorConfig
-from .baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
-from .cache import cache_path, cached_json, dependency_hash, task_key
-from .controls import random_like
-from .evaluate import EvalSet
-from .experiments import profile_splits
-from .experiments_extracted import extracted_sizes, profile_function_vector
-from .inject import Mode, Site, VectorEdit, inject
-from .ltv import LearnedTaskVector, TrainConfig, train_ltv, with_config
-from .prefix import KVPrefix, forward_tokens
-from .profiles import Profile, sweep_layers
-from .prompts import answer_ids, pad_left, pad_right, special_prefix
-from .stats import DEFAULT_RESAMPLES, Estimate, Proportion, paired_bootstrap_difference, seed_interval
-from .tasks import Example, RowSpec, Task, TaskSplits, get_task, load_splits
+from ..analysis.controls import random_like
+from ..baselines.function_vector import FunctionVectorConfig
+from ..baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
+from ..cache import cache_path, cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet
+from ..inject import Mode, Site, VectorEdit, inject
+from ..kv_cache import KVPrefix, forward_tokens
+from ..ltv import LearnedTaskVector, TrainConfig, train_ltv, with_config
+from ..prompts import answer_ids, pad_left, pad_right, special_prefix
+from ..stats import DEFAULT_RESAMPLES, Estimate, Proportion, paired_bootstrap_difference, seed_interval
+from ..tasks import Example, RowSpec, Task, TaskSplits, get_task, load_splits
+from .extracted import cached_function_vector
+from .ltvs import RunSizes, sweep_with_middle, task_splits
 
 Direction = Literal["myopic", "non_myopic"]
 DIRECTIONS: tuple[str, ...] = ("myopic", "non_myopic")
@@ -111,9 +110,9 @@ def direction_task(task: str, direction: str) -> Task:
     )
 
 
-def direction_splits(task: str, direction: str, profile: Profile) -> TaskSplits:
-    """The ``direction`` task's splits at the profile's sizes (seed 0, as everywhere in the book)."""
-    return profile_splits(direction_task(task, direction), profile)  # type: ignore[arg-type]
+def direction_splits(task: str, direction: str, run_sizes: RunSizes) -> TaskSplits:
+    """The ``direction`` task's splits at ``run_sizes`` (seed 0, as everywhere in the book)."""
+    return task_splits(direction_task(task, direction), run_sizes)  # type: ignore[arg-type]
 
 
 def other_letter(letter: str) -> str:
@@ -384,13 +383,13 @@ def cut_at(text: str, stop: str | None) -> str:
 
 @dataclass(frozen=True)
 class MyopicSizes:
-    """What the chapter measures in one profile.
+    """What the chapter measures in one run (a table of :mod:`ltvlib.study.plans`).
 
     Attributes:
         task: ``"myopic"`` (human-written items, the file CAA uses) or ``"myopic_lm"`` (model-written).
         n_test: letter-balanced held-out items (even; None = the largest balanced set, 246 for ``myopic``).
         icl_shots: demonstration counts of the ICL references.
-        ltv_n_train, ltv_n_val: training and early-stopping questions of the LTVs (None = the profile's
+        ltv_n_train, ltv_n_val: training and early-stopping questions of the LTVs (None = ``run_sizes``'
             ``n_train`` / ``n_val``; the split holds at most 500 / 250).
         extract_shots: demonstrations per prompt of both extracted vectors (None = their configs' own: 5 for
             the Vanilla TV, 10 for the FV).
@@ -422,75 +421,46 @@ class MyopicSizes:
     ltv_patience: int | None = None
 
 
-MYOPIC_SIZES: dict[str, MyopicSizes] = {
-    "smoke": MyopicSizes(n_test=8, icl_shots=(2,), ltv_n_train=16, ltv_n_val=8, extract_shots=2, n_generations=1,
-                         max_new_tokens=6, judge_new_tokens=6, random_draws=2),
-    "cpu": MyopicSizes(n_test=100, icl_shots=(5,), ltv_n_train=256, ltv_n_val=64, extract_shots=5, n_generations=3,
-                       max_new_tokens=24, judge_items=40, judge_new_tokens=16,
-                       judge_methods=("zero_shot", "icl5", "ltv", "random"), random_draws=2, ltv_patience=8),
-    "paper": MyopicSizes(),
-}
-"""Per profile. Every prompt here is long for this book (a question with its choices is about 67 tokens, a
-5-shot prompt about 400, a 10-shot one about 740), and on a CPU the cost is the number of prompt tokens run
-(SmolLM2-135M: about 200 tokens per second per thread, measured). Every measurement is made twice, once per direction,
-and the two directions' prompts cannot share their prefixes (each LTV's training computes its own).
-``cpu``: 100 balanced held-out questions (50 per letter), each scored zero-shot and per ICL direction four
-times (the A/B prompt as given and with its options swapped, the option-text prompt in both orders; the
-vectors only rerun the last token over cached prefixes); LTVs on 256 training questions, validated on 64
-letter-balanced questions after each of the fast recipe's 8 epochs and run through all of them
-(``ltv_patience=8``: the learning rate decays to 0 over the schedule, the best epoch is kept; 1,024 samples,
-each question about four times); the extracted vectors with chapter 1's ``cpu`` configs but 5-shot prompts
-for the Function Vector too (a 10-shot prompt of these questions is about 740 tokens); one ICL reference at
-5 shots; two random vectors of the LTV's norm per direction; greedy answers (16 tokens) judged on the first
-40 items for zero-shot, ICL, the LTV and the random vectors; three short free generations. ``smoke`` only checks that every cell runs: tiny sets and 2-shot prompts."""
+def ltv_run_sizes(run_sizes: RunSizes, sizes: MyopicSizes) -> RunSizes:
+    """``run_sizes`` with the LTVs' training and validation sizes and recipe (:func:`ltv_recipe`) of ``sizes``."""
+    return replace(run_sizes, n_train=sizes.ltv_n_train or run_sizes.n_train, n_val=sizes.ltv_n_val or run_sizes.n_val,
+                   recipe=ltv_recipe(run_sizes, sizes))
 
 
-def myopic_sizes(profile: Profile) -> MyopicSizes:
-    """The :data:`MYOPIC_SIZES` entry of ``profile`` (the ``paper`` sizes for a profile without one)."""
-    return MYOPIC_SIZES.get(profile.name, MyopicSizes())
-
-
-def ltv_profile(profile: Profile, sizes: MyopicSizes) -> Profile:
-    """``profile`` with the LTVs' training and validation sizes and recipe (:func:`ltv_recipe`) of ``sizes``."""
-    return replace(profile, n_train=sizes.ltv_n_train or profile.n_train, n_val=sizes.ltv_n_val or profile.n_val,
-                   recipe=ltv_recipe(profile, sizes))
-
-
-def ltv_recipe(profile: Profile, sizes: MyopicSizes) -> TrainConfig:
-    """The profile's recipe, with ``sizes.ltv_patience`` if set."""
+def ltv_recipe(run_sizes: RunSizes, sizes: MyopicSizes) -> TrainConfig:
+    """``run_sizes.recipe``, with ``sizes.ltv_patience`` if set."""
     if sizes.ltv_patience is None:
-        return profile.recipe
-    return with_config(profile.recipe, patience=sizes.ltv_patience)
+        return run_sizes.recipe
+    return with_config(run_sizes.recipe, patience=sizes.ltv_patience)
 
 
-def extraction_configs(profile: Profile, sizes: MyopicSizes) -> tuple[VanillaTVConfig, FunctionVectorConfig]:
+def extraction_configs(run_sizes: RunSizes, sizes: MyopicSizes) -> tuple[VanillaTVConfig, FunctionVectorConfig]:
     """The Vanilla TV config (ICL prompts in the task's template, replace form) and the FV config: the
-    profile's (:data:`ltvlib.experiments_extracted.EXTRACTED_SIZES`), with ``sizes.extract_shots`` if set."""
-    ex = extracted_sizes(profile)
-    vtv = replace(ex.vanilla_tv, template="task", form="replace")
-    fv = ex.function_vector
+    run's (``run_sizes.vanilla_tv`` and ``.function_vector``), with ``sizes.extract_shots`` if set."""
+    vtv = replace(run_sizes.vanilla_tv, template="task", form="replace")
+    fv = run_sizes.function_vector
     if sizes.extract_shots is not None:
         vtv, fv = replace(vtv, shots=sizes.extract_shots), replace(fv, shots=sizes.extract_shots)
     return vtv, fv
 
 
 def direction_vanilla_tv(
-    lm: Any, direction: str, profile: Profile, sizes: MyopicSizes, *, seed: int = 0
+    lm: Any, direction: str, run_sizes: RunSizes, sizes: MyopicSizes, *, seed: int = 0
 ) -> VanillaTaskVector:
     """The Vanilla TV toward ``direction``: extracted from ICL prompts in the task's own ``Q:/A:`` template whose
     demonstrations carry the direction's letters, its layer chosen on the direction's validation split among
-    the profile's sweep layers and the middle layer (cached in ``vectors/myopic_vanilla_tv``).
+    the run's sweep layers and the middle layer (cached in ``vectors/myopic_vanilla_tv``).
 
     The same recipe and (unless ``sizes.extract_shots`` is set) sizes as
-    :func:`ltvlib.flexibility.profile_vanilla_tv_task_template` (chapters 1-2);
+    :func:`ltvlib.study.flexibility.vanilla_tv_task_template` (chapters 1-2);
     the layer choice is made here because :func:`ltvlib.baselines.vanilla_tv.select_layer` looks the task up
     by name in the registry, which does not hold the non-myopic variant. Same rule: the best validation
     first-token accuracy, ties to the earliest layer.
     """
     dtask = direction_task(sizes.task, direction)
-    config = replace(extraction_configs(profile, sizes)[0], seed=seed)
-    splits = direction_splits(sizes.task, direction, profile)
-    layers = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
+    config = replace(extraction_configs(run_sizes, sizes)[0], seed=seed)
+    splits = direction_splits(sizes.task, direction, run_sizes)
+    layers = sweep_with_middle(lm.n_layers, run_sizes)
     key = {"model": lm.name, "task": task_key(dtask), "config": asdict(config), "n_train": len(splits.train),
            "n_val": len(splits.validation), "select_layers": layers, "source": dependency_hash(__name__)}
     path = cache_path("myopic_vanilla_tv", key, ".safetensors")
@@ -505,32 +475,32 @@ def direction_vanilla_tv(
     return tv
 
 
-def ltv_splits(direction: str, profile: Profile, sizes: MyopicSizes) -> TaskSplits:
+def ltv_splits(direction: str, run_sizes: RunSizes, sizes: MyopicSizes) -> TaskSplits:
     """The splits the LTV toward ``direction`` trains on: the first ``n_train`` training questions of the
-    direction's task (the profile's, or ``sizes.ltv_n_train``) and, for early stopping, the first ``n_val``
+    direction's task (``run_sizes``', or ``sizes.ltv_n_train``) and, for early stopping, the first ``n_val``
     (rounded down to even) questions of the **letter-balanced** part of the whole validation region
     (:func:`letter_balanced`), so that choosing the best epoch cannot reward a mere letter preference (with
     seed 0 the validation split of ``myopic`` opens with 59 A and 41 B among its first 100 questions). The
     test split is the task's, untouched.
     """
-    prof = ltv_profile(profile, sizes)
-    splits = load_splits(direction_task(sizes.task, direction), seed=0, n_train=prof.n_train, n_val=10**9)
+    ltv_sizes = ltv_run_sizes(run_sizes, sizes)
+    splits = load_splits(direction_task(sizes.task, direction), seed=0, n_train=ltv_sizes.n_train, n_val=10**9)
     # the largest balanced set, cut to n_val (its alternating order keeps any even prefix balanced)
-    val = letter_balanced(splits.validation, what="validation split")[: prof.n_val - prof.n_val % 2]
+    val = letter_balanced(splits.validation, what="validation split")[: ltv_sizes.n_val - ltv_sizes.n_val % 2]
     return replace(splits, validation=val)
 
 
 def direction_ltv(
-    lm: Any, direction: str, profile: Profile, sizes: MyopicSizes, *, seed: int = 0, progress: bool = False
+    lm: Any, direction: str, run_sizes: RunSizes, sizes: MyopicSizes, *, seed: int = 0, progress: bool = False
 ) -> LearnedTaskVector:
     """The LTV toward ``direction``: one vector *added* to the residual stream *entering* the middle block at
-    the last prompt position (shape ``(1, d_model)``), trained with the profile's recipe on zero-shot prompts
-    (:func:`ltvlib.ltv.train_ltv`, as :func:`ltvlib.experiments.profile_ltv` does) on :func:`ltv_splits`.
+    the last prompt position (shape ``(1, d_model)``), trained with ``run_sizes.recipe`` on zero-shot prompts
+    (:func:`ltvlib.ltv.train_ltv`, as :func:`ltvlib.study.ltvs.trained_ltv` does) on :func:`ltv_splits`.
     Cached in ``vectors/myopic_ltv``.
     """
     dtask = direction_task(sizes.task, direction)
-    splits = ltv_splits(direction, profile, sizes)
-    recipe = ltv_recipe(profile, sizes)
+    splits = ltv_splits(direction, run_sizes, sizes)
+    recipe = ltv_recipe(run_sizes, sizes)
     key = {"model": lm.name, "task": task_key(dtask), "layers": [lm.middle_layer], "positions": [-1], "shots": 0,
            "config": asdict(recipe), "seed": seed, "n_train": len(splits.train),
            "n_val": len(splits.validation), "validation": "letter-balanced", "source": dependency_hash(__name__)}
@@ -556,7 +526,7 @@ RANDOM_SEED_BASE = 7919
 
 def random_vector_edits(ltv: LearnedTaskVector, draw: int) -> list[VectorEdit]:
     """The LTV's edits with each site's vector replaced by a random one of the same norm
-    (:func:`ltvlib.controls.random_like`), draw ``draw`` (seeded by the LTV's seed and the draw)."""
+    (:func:`ltvlib.analysis.controls.random_like`), draw ``draw`` (seeded by the LTV's seed and the draw)."""
     if draw < 0:
         raise ValueError(f"draw must be non-negative, got {draw}")
     vec = random_like(ltv.vectors.float(), 1, RANDOM_SEED_BASE + 1000 * int(ltv.seed) + int(draw))[0]
@@ -596,7 +566,7 @@ def _zero_shot_set(lm: Any, task: str, test: tuple[Example, ...]) -> EvalSet:
 class MethodSetup:
     """How one method acts on the zero-shot prompts: ``edits`` injected at ``site`` in ``mode`` (none for
     zero-shot and ICL), or ``shots`` demonstrations (ICL, drawn from ``demo_pool``, the direction's training
-    split, in the profile's fixed demonstration blocks); ``info`` is the vector's provenance."""
+    split, in the run's fixed demonstration blocks); ``info`` is the vector's provenance."""
 
     edits: list[VectorEdit]
     site: Site
@@ -617,7 +587,7 @@ def _check_method_direction(method: str, direction: str | None) -> str:
 
 
 def method_setup(
-    lm: Any, profile: Profile, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes | None = None,
+    lm: Any, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
     draw: int = 0,
 ) -> MethodSetup:
     """The vector (trained or extracted, cached) or demonstrations of ``method`` toward ``direction``; where each
@@ -627,7 +597,6 @@ def method_setup(
     Raises:
         ValueError: an unknown method or direction, or a direction for zero-shot / none for another method.
     """
-    sizes = sizes or myopic_sizes(profile)
     _check_method_direction(method, direction)
     if method == "zero_shot":
         return MethodSetup([], "block_input", "add", 0, (), {})
@@ -635,42 +604,42 @@ def method_setup(
     dtask = direction_task(sizes.task, direction)
     if method.startswith("icl"):
         shots = int(method[3:])
-        pool = direction_splits(sizes.task, direction, profile).train
+        pool = direction_splits(sizes.task, direction, run_sizes).train
         return MethodSetup([], "block_input", "add", shots, tuple(pool),
-                           {"shots": shots, "demo_sets": profile.icl_demo_sets})
+                           {"shots": shots, "demo_sets": run_sizes.icl_demo_sets})
     if method == "ltv":
-        ltv = direction_ltv(lm, direction, profile, sizes, seed=seed)
+        ltv = direction_ltv(lm, direction, run_sizes, sizes, seed=seed)
         return MethodSetup(ltv.edits(), "block_input", "add", 0, (), {
             "layer": lm.middle_layer, "steps": ltv.steps, "train_seconds": ltv.seconds,
             "val_accuracy": ltv.best_val_accuracy, "norm": float(ltv.vectors.norm()),
             "val_curve": [c["val_accuracy"] for c in ltv.curve if "epoch" in c]})
     if method == "random":
-        ltv = direction_ltv(lm, direction, profile, sizes, seed=seed)
+        ltv = direction_ltv(lm, direction, run_sizes, sizes, seed=seed)
         edits = random_vector_edits(ltv, draw)
         return MethodSetup(edits, "block_input", "add", 0, (), {
             "layer": lm.middle_layer, "draw": draw, "norm": float(torch.stack([e.vector for e in edits]).norm())})
     if method in ("vanilla_tv", "vanilla_tv_difference"):
-        tv = direction_vanilla_tv(lm, direction, profile, sizes, seed=seed)
+        tv = direction_vanilla_tv(lm, direction, run_sizes, sizes, seed=seed)
         form = "replace" if method == "vanilla_tv" else "difference"
         return MethodSetup(tv.edits(form=form), "block_output", tv.mode(form), 0, (), {
             "layer": tv.layer, "extract_seconds": tv.seconds,
             "dev_accuracy": {str(k): v for k, v in tv.dev_accuracy.items()}})
     if method == "function_vector":
-        fv_config = extraction_configs(profile, sizes)[1]
-        fv = profile_function_vector(lm, dtask, profile, config=fv_config, seed=seed)  # type: ignore[arg-type]
+        fv_config = extraction_configs(run_sizes, sizes)[1]
+        fv = cached_function_vector(lm, dtask, run_sizes, config=fv_config, seed=seed)  # type: ignore[arg-type]
         return MethodSetup(fv.edits(fv.layer), "block_output", "add", 0, (), {
             "layer": fv.layer, "heads": [list(h) for h in fv.heads], "extract_seconds": fv.seconds})
     raise ValueError(f"unknown method {method!r}")
 
 
 def method_scores(
-    lm: Any, profile: Profile, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes | None = None,
+    lm: Any, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
 ) -> dict[str, Any]:
     """A/B scores of ``method`` toward ``direction`` on the letter-balanced held-out set (cached).
 
     Where each vector goes (all at the last prompt position of the zero-shot prompt ``Q: {question}\\nA: (``):
 
-    - ``"ltv"``: the LTV of the direction's task, trained with the profile's recipe at the middle layer
+    - ``"ltv"``: the LTV of the direction's task, trained with ``run_sizes.recipe`` at the middle layer
       (:func:`direction_ltv`), *added* at the input of that block;
     - ``"vanilla_tv"`` / ``"vanilla_tv_difference"``: the Vanilla TV extracted from ICL prompts in the same
       template whose demonstrations are labelled toward the direction, at its validation-chosen layer, the
@@ -678,25 +647,24 @@ def method_scores(
       there (:func:`direction_vanilla_tv`);
     - ``"function_vector"``: the direction's FV *added* at the output of its own layer (``L // 3``);
     - ``"icl<k>"``: no vector; ``k`` demonstrations labelled toward the direction, drawn from the training
-      split (the profile's fixed demonstration blocks);
+      split (the run's fixed demonstration blocks);
     - ``"zero_shot"``: no vector, no demonstrations (``direction`` must be None).
 
     Returns:
         ``{"scores": ABScores as a dict, "myopic_letters": [...], "direction", "method", "seconds", "info"}``;
         ``info`` holds the vector's provenance (layer, steps, validation accuracy, heads ...).
     """
-    sizes = sizes or myopic_sizes(profile)
     _check_method_direction(method, direction)
     test = balanced_test(sizes.task, sizes.n_test)
-    key = {"what": "myopic", **_cell_key(lm, profile, sizes, method, direction, seed, len(test))}
+    key = {"what": "myopic", **_cell_key(lm, run_sizes, sizes, method, direction, seed, len(test))}
 
     def compute() -> dict[str, Any]:
         start = time.perf_counter()
-        setup = method_setup(lm, profile, method, direction, seed=seed, sizes=sizes)
+        setup = method_setup(lm, run_sizes, method, direction, seed=seed, sizes=sizes)
         if setup.shots:
             assert direction is not None
             es = EvalSet(lm, direction_task(sizes.task, direction), toward(test, direction), shots=setup.shots,
-                         demo_pool=setup.demo_pool, seed=seed, demo_sets=profile.icl_demo_sets, cache_rows=False)
+                         demo_pool=setup.demo_pool, seed=seed, demo_sets=run_sizes.icl_demo_sets, cache_rows=False)
             scores = score_ab(es)
         else:
             scores = score_ab(_zero_shot_set(lm, sizes.task, test), setup.edits, site=setup.site, mode=setup.mode)
@@ -707,21 +675,22 @@ def method_scores(
 
 
 def _cell_key(
-    lm: Any, profile: Profile, sizes: MyopicSizes, method: str, direction: str | None, seed: int | None, n_test: int,
+    lm: Any, run_sizes: RunSizes, sizes: MyopicSizes, method: str, direction: str | None, seed: int | None, n_test: int,
 ) -> dict[str, Any]:
     """What a measurement of one method toward one direction depends on (the model, the data, the recipe and
     extraction configs, this module's code)."""
-    vtv_config, fv_config = extraction_configs(profile, sizes)
-    ltv_prof = ltv_profile(profile, sizes)
+    vtv_config, fv_config = extraction_configs(run_sizes, sizes)
+    ltv_sizes = ltv_run_sizes(run_sizes, sizes)
     return {"model": lm.name, "task": task_key(sizes.task), "method": method, "direction": direction,
-            "seed": seed, "n_test": n_test, "n_train": profile.n_train, "n_val": profile.n_val,
-            "ltv_n_train": ltv_prof.n_train, "ltv_n_val": ltv_prof.n_val, "recipe": asdict(ltv_prof.recipe),
-            "demo_sets": profile.icl_demo_sets, "vanilla_tv": asdict(vtv_config), "function_vector": asdict(fv_config),
+            "seed": seed, "n_test": n_test, "n_train": run_sizes.n_train, "n_val": run_sizes.n_val,
+            "ltv_n_train": ltv_sizes.n_train, "ltv_n_val": ltv_sizes.n_val, "recipe": asdict(ltv_sizes.recipe),
+            "demo_sets": run_sizes.icl_demo_sets, "vanilla_tv": asdict(vtv_config),
+            "function_vector": asdict(fv_config),
             "source": dependency_hash(__name__)}
 
 
 def generation_examples(
-    lm: Any, profile: Profile, *, seed: int = 0, sizes: MyopicSizes | None = None
+    lm: Any, run_sizes: RunSizes, *, seed: int = 0, sizes: MyopicSizes
 ) -> list[dict[str, Any]]:
     """Greedy continuations of a few held-out questions without a vector and with each direction's LTV.
 
@@ -734,18 +703,17 @@ def generation_examples(
         One record per (question, prompt kind): ``question``, ``myopic_letter``, ``kind`` (``"A/B"`` or
         ``"open"``), ``prompt``, and the continuations ``none``, ``myopic``, ``non_myopic``.
     """
-    sizes = sizes or myopic_sizes(profile)
     test = [e for e in balanced_test(sizes.task, sizes.n_test) if CHOICES_MARK in e.input][: sizes.n_generations]
     if not test:
         raise ValueError(f"no held-out item of {sizes.task!r} has a {CHOICES_MARK!r} block to generate from")
-    ltv_prof = ltv_profile(profile, sizes)
+    ltv_sizes = ltv_run_sizes(run_sizes, sizes)
     key = {"what": "myopic-generations", "model": lm.name, "task": task_key(sizes.task), "seed": seed,
-           "n_train": ltv_prof.n_train, "n_val": ltv_prof.n_val, "recipe": asdict(ltv_prof.recipe),
+           "n_train": ltv_sizes.n_train, "n_val": ltv_sizes.n_val, "recipe": asdict(ltv_sizes.recipe),
            "items": [e.input for e in test], "max_new_tokens": sizes.max_new_tokens, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         task = get_task(sizes.task)
-        vectors = {d: direction_ltv(lm, d, profile, sizes, seed=seed) for d in DIRECTIONS}
+        vectors = {d: direction_ltv(lm, d, run_sizes, sizes, seed=seed) for d in DIRECTIONS}
         prompts = {"A/B": [task.format_query(e.input) for e in test],
                    "open": [f"Q: {open_question(e)}\nA:" for e in test]}
         out = []
@@ -763,7 +731,7 @@ def generation_examples(
 
 def check_no_leak(task: str, test: Sequence[Example]) -> None:
     """Raise ``AssertionError`` if a held-out question occurs anywhere in the training or validation region of
-    the split (either direction, whatever sizes a profile takes from them), i.e. if a vector or a
+    the split (either direction, whatever sizes a run takes from them), i.e. if a vector or a
     demonstration could have seen it."""
     held = {e.input for e in test}
     for d in DIRECTIONS:
@@ -1270,7 +1238,7 @@ def summarise_behaviour(records: Sequence[dict[str, Any]], *, n_resamples: int =
 
 
 def behaviour_scores(
-    lm: Any, profile: Profile, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes | None = None,
+    lm: Any, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
     layout: str = "listed", draw: int = 0,
 ) -> dict[str, Any]:
     """The myopic behaviour of ``method`` toward ``direction`` on the letter-balanced held-out set (cached):
@@ -1305,7 +1273,6 @@ def behaviour_scores(
         text scores as a dict), "letter": {"given", "swapped"} (A/B scores as dicts), "generation":
         {"answers", "judged"}, "summary" (:func:`summarise_behaviour` of this seed), "info", "seconds"}``.
     """
-    sizes = sizes or myopic_sizes(profile)
     _check_method_direction(method, direction)
     layout_orders(layout)
     test = balanced_test(sizes.task, sizes.n_test)
@@ -1318,18 +1285,18 @@ def behaviour_scores(
     key = {"what": "myopic-behaviour", "layout": layout, "judge_items": n_judge,
            "judge_new_tokens": sizes.judge_new_tokens,
            **({"draw": draw} if method == "random" else {}),
-           **_cell_key(lm, profile, sizes, method, direction, seed_key, len(test))}
+           **_cell_key(lm, run_sizes, sizes, method, direction, seed_key, len(test))}
 
     def compute() -> dict[str, Any]:
         start = time.perf_counter()
-        setup = method_setup(lm, profile, method, direction, seed=seed, sizes=sizes, draw=draw)
+        setup = method_setup(lm, run_sizes, method, direction, seed=seed, sizes=sizes, draw=draw)
         items = [parse_item(e) for e in test]
         run = {"site": setup.site, "mode": setup.mode}
         if setup.shots:
             assert direction is not None
             dtask = direction_task(sizes.task, direction)
             icl = {"shots": setup.shots, "demo_pool": setup.demo_pool, "seed": seed,
-                   "demo_sets": profile.icl_demo_sets}
+                   "demo_sets": run_sizes.icl_demo_sets}
             given = EvalSet(lm, dtask, toward(test, direction), cache_rows=False, **icl)
             swapped = EvalSet(lm, dtask, toward([swap_options(e) for e in test], direction), cache_rows=False, **icl)
             textset = OptionTextSet(lm, sizes.task, items, layout=layout, **icl)
@@ -1426,7 +1393,7 @@ def steering_difference(
 
 
 def myopic_behaviour(
-    lm: Any, profile: Profile, *, seeds: Sequence[int] = (0,), sizes: MyopicSizes | None = None,
+    lm: Any, run_sizes: RunSizes, *, seeds: Sequence[int] = (0,), sizes: MyopicSizes,
     layout: str = "listed", n_resamples: int = DEFAULT_RESAMPLES,
 ) -> dict[str, Any]:
     """Every method of the chapter toward each direction (:func:`behaviour_scores`, cached per seed) with
@@ -1445,7 +1412,6 @@ def myopic_behaviour(
         (:func:`ltvlib.stats.paired_bootstrap_difference`), as Estimate dicts; a metric a method did not
         measure (no judged answers) is left out. ``records``: ``{(method, direction): [record, ...]}``.
     """
-    sizes = sizes or myopic_sizes(profile)
     if not seeds:
         raise ValueError("give at least one seed")
     records: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
@@ -1457,7 +1423,7 @@ def myopic_behaviour(
         else:
             plan = [(s, 0) for s in seeds]
         records[(method, direction)] = [
-            behaviour_scores(lm, profile, method, direction, seed=s, sizes=sizes, layout=layout, draw=k)
+            behaviour_scores(lm, run_sizes, method, direction, seed=s, sizes=sizes, layout=layout, draw=k)
             for s, k in plan]
     rows = [{"method": m, "label": method_label(m), "direction": d, "seeds": [r["seed"] for r in recs],
              "metrics": summarise_behaviour(recs, n_resamples=n_resamples), "info": recs[0]["info"]}

@@ -8,7 +8,7 @@ The tasks (:mod:`ltvlib.tasks`, 86 hand-made pairs in ``data/gender/pairs.jsonl`
 
 All three cut the *pairs* 50/25/25 % with the same seeded shuffle, so a test pair is a test pair of every task.
 Every vector is one ``(d_model,)`` LTV *added* at the block input of the middle layer at the last prompt
-position, trained on zero-shot prompts with the profile's recipe; sums of vectors go to that same site.
+position, trained on zero-shot prompts with the run's recipe; sums of vectors go to that same site.
 
 **No test word in any training data.** Pairs share words (``girl`` and ``daughter`` are both *fille*;
 *petit-fils*, *belle-fille* and *femme d'affaires* contain other pairs' words), and the book's metric scores
@@ -41,16 +41,15 @@ from typing import Any
 
 import torch
 
-from .cache import cache_path, cached_json, dependency_hash
-from .controls import random_like
-from .experiments import profile_splits
+from ..analysis.controls import random_like
+from ..cache import cache_path, cached_json, dependency_hash
+from ..forward import PromptRunner
+from ..inject import VectorEdit
+from ..ltv import LearnedTaskVector, train_ltv
+from ..prompts import answer_ids, encode_prompts, sample_demos
+from ..tasks import Example, TaskSplits, get_task, load_splits
 from .generalization import initial_vectors
-from .inject import VectorEdit
-from .ltv import LearnedTaskVector, train_ltv
-from .profiles import Profile
-from .prompts import answer_ids, encode_prompts, sample_demos
-from .runner import PromptRunner
-from .tasks import Example, TaskSplits, get_task, load_splits
+from .ltvs import RunSizes, task_splits
 
 EN_FR, MASC_FEM, COMPOSED = "gender_en_fr", "gender_masc_fem", "gender_composed"
 COMPONENTS: tuple[str, str] = (EN_FR, MASC_FEM)
@@ -85,7 +84,7 @@ class CompositionData:
 
     Attributes:
         splits: per task, train and validation without test words; test as :func:`ltvlib.tasks.load_splits`
-            cuts it (the composed task's is cut to the profile's ``n_test``).
+            cuts it (the composed task's is cut to ``run_sizes.n_test``).
         banned: the test words (every word of every form of every test pair of the three tasks).
         dropped: per task, the training and validation examples removed.
         forms: per composed test query, each form of its pair -> its accepted spellings.
@@ -122,14 +121,14 @@ def _pair_forms() -> dict[str, dict[str, tuple[str, ...]]]:
     return out
 
 
-def composition_data(profile: Profile) -> CompositionData:
-    """The three tasks' splits at the profile's sizes (split seed 0), cleaned of test words (see module doc).
+def composition_data(run_sizes: RunSizes) -> CompositionData:
+    """The three tasks' splits at ``run_sizes`` (split seed 0), cleaned of test words (see module doc).
 
     Raises:
         LeakError: a test word is left in some training or validation split (never expected: this is the
             assertion that the filtering worked).
     """
-    full = {t: load_splits(t, seed=0, n_train=profile.n_train, n_val=profile.n_val) for t in TASKS}
+    full = {t: load_splits(t, seed=0, n_train=run_sizes.n_train, n_val=run_sizes.n_val) for t in TASKS}
     banned: set[str] = set()
     for s in full.values():  # the whole test splits, not only the first n_test queries
         for e in s.test:
@@ -139,7 +138,7 @@ def composition_data(profile: Profile) -> CompositionData:
         keep_train = tuple(e for e in s.train if not example_words(e) & banned)
         keep_val = tuple(e for e in s.validation if not example_words(e) & banned)
         dropped[t] = tuple(e for e in (*s.train, *s.validation) if example_words(e) & banned)
-        test = profile_splits(t, profile).test if t == COMPOSED else s.test
+        test = task_splits(t, run_sizes).test if t == COMPOSED else s.test
         splits[t] = TaskSplits(s.task, keep_train, keep_val, test, s.seed)
     pairs = _pair_forms()
     forms = tuple(pairs[e.input] for e in splits[COMPOSED].test)
@@ -179,7 +178,7 @@ def check_no_leak(data: CompositionData, demo_pool: Sequence[Example] = ()) -> N
 
 
 def composition_ltv(
-    lm: Any, task: str, profile: Profile, data: CompositionData, *, seed: int = 0, progress: bool = False
+    lm: Any, task: str, run_sizes: RunSizes, data: CompositionData, *, seed: int = 0, progress: bool = False
 ) -> LearnedTaskVector:
     """The middle-layer, last-position LTV of ``task`` trained on the cleaned splits (cached).
 
@@ -190,12 +189,12 @@ def composition_ltv(
         raise ValueError(f"unknown composition task {task!r}; allowed: {', '.join(TASKS)}")
     check_no_leak(data)
     layer = lm.middle_layer
-    key = {"model": lm.name, "task": task, "layers": [layer], "positions": [-1], "config": asdict(profile.recipe),
+    key = {"model": lm.name, "task": task, "layers": [layer], "positions": [-1], "config": asdict(run_sizes.recipe),
            "seed": seed, "data": data.fingerprint(task), "source": dependency_hash(__name__)}
     path = cache_path("ltv-composition", key, ".safetensors")
     if path.exists():
         return LearnedTaskVector.load(path)
-    ltv = train_ltv(lm, task, layers=[layer], recipe=profile.recipe, seed=seed, splits=data.splits[task],
+    ltv = train_ltv(lm, task, layers=[layer], recipe=run_sizes.recipe, seed=seed, splits=data.splits[task],
                     progress=progress)
     ltv.save(path)
     return ltv
@@ -324,7 +323,7 @@ def first_token_clashes(lm: Any, data: CompositionData) -> list[dict[str, str]]:
 
 @dataclass(frozen=True)
 class CompositionSizes:
-    """What the composition experiment covers in one profile.
+    """What the composition experiment covers in one run (a table of :mod:`ltvlib.study.plans`).
 
     Attributes:
         seeds: seeds of the three LTVs (vectors of one seed are combined; ICL draws its demonstrations with it).
@@ -337,36 +336,19 @@ class CompositionSizes:
     icl_shots: tuple[int, ...]
 
 
-COMPOSITION_SIZES: dict[str, CompositionSizes] = {
-    "smoke": CompositionSizes(seeds=(0, 1), scales=(0.5, 1.0, 2.0), icl_shots=(2,)),
-    "cpu": CompositionSizes(seeds=(0, 1, 2), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
-    "paper": CompositionSizes(seeds=(0, 1, 2, 3, 4), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
-}
-"""Per profile. The three tasks have 40-80 training queries of 5-10 tokens; one seed (three vectors, 32-40 steps
-each, then every method and the 4 x 4 grid of scales scored) took 124 single-threaded CPU seconds on the book's
-2-core machine, so ``cpu`` trains three seeds (about 6 CPU minutes; the intervals of the composition claim are
-over seeds and test pairs) beside the extra seeds and the transfer matrix of :mod:`ltvlib.generalization`;
-``paper`` five."""
-
-
-def composition_sizes(profile: Profile) -> CompositionSizes:
-    """The :data:`COMPOSITION_SIZES` entry of ``profile`` (the ``cpu`` one for other profiles)."""
-    return COMPOSITION_SIZES.get(profile.name, COMPOSITION_SIZES["cpu"])
-
-
 def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.double().flatten(), b.double().flatten()
     return float(a @ b / (a.norm() * b.norm()).clamp_min(1e-12))
 
 
 def composition_result(
-    lm: Any, profile: Profile, sizes: CompositionSizes, *, seed: int = 0, progress: bool = False
+    lm: Any, run_sizes: RunSizes, sizes: CompositionSizes, *, seed: int = 0, progress: bool = False
 ) -> dict[str, Any]:
     """Every method on the composed task's test queries, for one seed (cached).
 
     Methods: ``zero-shot``; ``{k}-shot ICL`` (composed demonstrations); ``EN->FR`` and ``M->F`` (each component
     LTV alone); ``EN->FR + M->F`` (their sum); ``random (norm of the sum)`` (the control: a random vector with
-    the sum's norm at the same site, :func:`ltvlib.controls.random_like` seeded by ``7919 + seed``);
+    the sum's norm at the same site, :func:`ltvlib.analysis.controls.random_like` seeded by ``7919 + seed``);
     ``composed LTV`` (trained directly on the composed task, the upper reference). ``grid`` holds ``a * EN->FR + b * M->F`` for every pair of ``sizes.scales``.
 
     Returns:
@@ -375,13 +357,13 @@ def composition_result(
         "seed"}``. The three LTVs of one seed start from the same random vector (the seed fixes it), so
         ``"vector minus start"`` compares what training added.
     """
-    data = composition_data(profile)
+    data = composition_data(run_sizes)
     key = {"what": "composition", "model": lm.name, "seed": seed, "sizes": asdict(sizes),
-           "recipe": asdict(profile.recipe), "data": {t: data.fingerprint(t) for t in TASKS},
+           "recipe": asdict(run_sizes.recipe), "data": {t: data.fingerprint(t) for t in TASKS},
            "layer": lm.middle_layer, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
-        ltvs = {t: composition_ltv(lm, t, profile, data, seed=seed, progress=progress) for t in TASKS}
+        ltvs = {t: composition_ltv(lm, t, run_sizes, data, seed=seed, progress=progress) for t in TASKS}
         zs = FormScorer(lm, data)
         methods: dict[str, Any] = {"zero-shot": zs.score()}
         for k in sizes.icl_shots:

@@ -11,7 +11,7 @@ each setting is a :class:`Setting`: injection layers, prompt positions and demon
   from the last (``-1`` = the last token). The paper's ``P={4}`` is read as position ``4`` from the start;
   in the zero-shot prompt ``Q: {x}\\nA:`` of a one-token query that is the ``A`` token (on a model that adds
   BOS it is the last query token or the newline). A non-final position caches each prompt up to that
-  position and recomputes the rest (:class:`~ltvlib.runner.PositionTail`); only a position inside a shared
+  position and recomputes the rest (:class:`~ltvlib.forward.PositionTail`); only a position inside a shared
   demonstration block forces full forwards.
 - *LTV*: one independent vector per (layer, position) pair, *added* at the input of each block
   (:func:`ltvlib.ltv.train_ltv`), all trained jointly with the model frozen; in the ICL setting it is
@@ -24,10 +24,10 @@ each setting is a :class:`Setting`: injection layers, prompt positions and demon
 - *FV* (:mod:`ltvlib.baselines.function_vector`): one vector per task; the *same* vector is *added* at the
   output of every block and every position of the setting (so ``n`` sites add it ``n`` times).
 - *ICL setting*: the setting's sites, on ``shots``-shot prompts whose demonstrations come from the
-  training split (the profile's fixed demonstration blocks); the extracted vectors are the zero-shot ones.
+  training split (the run's fixed demonstration blocks); the extracted vectors are the zero-shot ones.
 
 Each method keeps its own paper's site (LTV: block input; extracted vectors: block output), as in chapter 1.
-Results are cached by :func:`setting_result` (key: model, task, setting, profile sizes, extraction configs,
+Results are cached by :func:`setting_result` (key: model, task, setting, run sizes, extraction configs,
 seed, and the source of this module and of the extraction modules).
 """
 
@@ -39,19 +39,18 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .baselines.function_vector import FunctionVector
-from .baselines.vanilla_tv import VanillaTaskVector
-from .cache import cached_json, dependency_hash, task_key
-from .evaluate import EvalSet, evaluate
-from .experiments import profile_ltv, profile_splits, task_contrast
-from .experiments_extracted import extracted_sizes, profile_function_vector, profile_vanilla_tv
-from .inject import Mode, Site, VectorEdit
-from .ltv import LearnedTaskVector
-from .profiles import Profile, sweep_layers
-from .runner import tail_needed
-from .sites import check_layer
-from .stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_interval
-from .tasks import PAPER_TASKS, TaskSplits, get_task, load_splits
+from ..baselines.function_vector import FunctionVector
+from ..baselines.vanilla_tv import VanillaTaskVector
+from ..cache import cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet, evaluate
+from ..forward import tail_needed
+from ..inject import Mode, Site, VectorEdit
+from ..ltv import LearnedTaskVector
+from ..sites import check_layer
+from ..stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_interval
+from ..tasks import TaskSplits, get_task, load_splits
+from .extracted import cached_function_vector, cached_vanilla_tv
+from .ltvs import RunSizes, sweep_with_middle, task_contrast, task_splits, trained_ltv
 
 ExtractedMethod = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
 EXTRACTED_METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
@@ -168,18 +167,18 @@ def late_settings(n_layers: int, k: int | None = 3) -> list[Setting]:
     return [Setting(f"late{l}", f"P={{-1}}, L={{{l}}}", (l,), (-1,)) for l in late_layers(n_layers, k)]
 
 
-def check_setting(lm: Any, task: str, setting: Setting, profile: Profile) -> Setting:
+def check_setting(lm: Any, task: str, setting: Setting, run_sizes: RunSizes) -> Setting:
     """``setting`` if every site exists in ``lm`` and in every prompt of ``task``; else ``ValueError``.
 
     Negative layers are resolved to their index. Positions must lie inside the shortest zero-shot prompt
     (non-negative ones from its first token, negative ones from its last).
     """
-    from .prompts import encode_prompts
+    from ..prompts import encode_prompts
 
     layers = tuple(check_layer(l, lm.n_layers) for l in setting.layers)
     if len(set(layers)) != len(layers) or len(set(setting.positions)) != len(setting.positions):
         raise ValueError(f"setting {setting.name!r} repeats a layer or position: {setting.layers}, {setting.positions}")
-    splits = profile_splits(task, profile)
+    splits = task_splits(task, run_sizes)
     rows = encode_prompts(lm.tokenizer, get_task(task), [*splits.train, *splits.validation, *splits.test]).rows
     shortest = min(len(r) for r in rows)
     bad = [p for p in setting.positions if not -shortest <= p < shortest]
@@ -215,17 +214,17 @@ def extracted_edits(
     return edits, "block_output", vector.mode(form)
 
 
-def profile_vanilla_tv_task_template(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> VanillaTaskVector:
+def vanilla_tv_task_template(lm: Any, task: str, run_sizes: RunSizes, *, seed: int = 0) -> VanillaTaskVector:
     """The Vanilla TV extracted from ICL prompts in the task's own ``Q:/A:`` template (the prompts the LTV is
     scored on), the same cache entry chapter 1's layer curves use."""
-    config = replace(extracted_sizes(profile).vanilla_tv, template="task", form="replace")
-    candidates = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
-    return profile_vanilla_tv(lm, task, profile, config=config, seed=seed, select_layers=candidates)
+    config = replace(run_sizes.vanilla_tv, template="task", form="replace")
+    candidates = sweep_with_middle(lm.n_layers, run_sizes)
+    return cached_vanilla_tv(lm, task, run_sizes, config=config, seed=seed, select_layers=candidates)
 
 
 @dataclass(frozen=True)
 class FlexSizes:
-    """What the flexibility chapter covers in one profile.
+    """What the flexibility chapter covers in one run (a table of :mod:`ltvlib.study.plans`).
 
     Attributes:
         tasks: the tasks of the baseline column and of every column :attr:`setting_tasks` does not restrict.
@@ -235,10 +234,10 @@ class FlexSizes:
             0 = none).
         layer_steps: the multi-layer settings (:func:`table1_settings`): 4 is the paper's column, 2 its text.
         seeds: training seeds of the LTVs of every setting but the baseline, offset by the chapter's ``seed``
-            (the baseline column's are the profile's headline seeds, :func:`ltvlib.experiments.headline_seeds`:
+            (the baseline column's are the run's headline seeds, :func:`ltvlib.study.plans.headline_seeds`:
             the middle-layer vectors chapters 00 and 01 train, read back from the shared cache).
         n_test: test queries per task, zero-shot and k-shot alike (the same queries, so every column pairs
-            with the baseline); None = the profile's ``n_test``.
+            with the baseline); None = the run's ``n_test``.
         setting_tasks: setting name -> the tasks that setting runs on, a subset of ``tasks`` (a column's
             comparison with the baseline is then made over the same subset); settings not named run on
             ``tasks``. The baseline cannot be restricted: every column is compared with it.
@@ -275,49 +274,11 @@ class FlexSizes:
         return pool if sub is None else tuple(t for t in pool if t in sub)
 
 
-_CPU_DEAR_ON_RTE = ("position4", "icl8")
-"""The two ``cpu`` columns left without RTE: measured on the warm cache (machine shared), RTE's P={4} LTV took
-757 s and its 8-shot LTV 517 s, the two dearest LTVs of the chapter (the other RTE columns 164-204 s)."""
-
-FLEX_SIZES: dict[str, FlexSizes] = {
-    "smoke": FlexSizes(tasks=("antonym", "sst2"), icl_shots=2, n_late=1, layer_steps=(4,),
-                       setting_tasks={n: ("antonym",) for n in ("position4", "layers_x_positions", "icl2")},
-                       why_fewer="the smoke profile checks the code paths only"),
-    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), n_test=100,
-                     setting_tasks={n: tuple(t for t in PAPER_TASKS if t != "rte") for n in _CPU_DEAR_ON_RTE},
-                     why_fewer="RTE's 82-token prompts make these two columns' LTVs the dearest of the chapter "
-                               "(757 s and 517 s), past the cpu book's 150-minute budget on two CPU cores; the "
-                               "paper profile runs them"),
-    "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, seeds=(0, 1, 2)),
-}
-"""Per profile. ``paper``: the seven tasks in every column, three seeds each, every layer of the last quarter and
-the text-only "every second layer" setting. ``cpu``: the seven tasks in every column of Table 1 and in the
-last-layer column except RTE in the P={4} and 8-shot columns (:data:`_CPU_DEAR_ON_RTE`: over the book's
-budget, so those two columns' verdicts carry a part "not measured at this budget"); the baseline column with the
-three seeds chapter 00 trains (shared cache: no new training), one seed in every other column (40 LTVs); 100
-test queries per task (Capital: 50), the same in every column; the table's every-4th-layer column and layer 29
-only. ``smoke``: the code paths only (Antonym and SST-2, the dear columns on Antonym alone).
-
-Why, from measured costs (2026-12-02, SmolLM2-135M, two cores shared with other jobs, seconds per LTV): an
-LTV's cost grows with the prompt tokens it recomputes (Capital, Capitalize, Antonym and TREC have 6-17-token
-zero-shot prompts, SST-2 28, SNLI 39, RTE 82). The four short tasks' columns 28-86 s each; SST-2's P={4} 128,
-multi-layer + multi-position 155, 8-shot 145; SNLI's six columns 73-152 (641 in all); RTE's P={4} 757, last five
-164, every 4th layer 171, multi-layer + multi-position 204, 8-shot 517. The chapter with every column on the
-seven tasks took 68 minutes on the warm cache (its evaluations about 13 of them); the whole book from a cold
-cache would have taken about 158 minutes, past the 150-minute budget; without RTE's two dearest LTVs about 20
-minutes less. Three seeds in every column would triple the training part: the ``paper`` profile has them."""
-
-
-def flex_sizes(profile: Profile) -> FlexSizes:
-    """The :data:`FLEX_SIZES` entry of ``profile`` (the profile's own tasks for a profile without one)."""
-    return FLEX_SIZES.get(profile.name, FlexSizes(tasks=profile.tasks))
-
-
-def flex_splits(task: str, profile: Profile, n_test: int | None = None) -> TaskSplits:
-    """The task's splits at the profile's training sizes with the first ``n_test`` test queries (None: the
-    profile's ``n_test``), the same for zero-shot and k-shot prompts."""
-    splits = load_splits(task, seed=0, n_train=profile.n_train, n_val=profile.n_val)
-    n = profile.n_test if n_test is None else n_test
+def flex_splits(task: str, run_sizes: RunSizes, n_test: int | None = None) -> TaskSplits:
+    """The task's splits at ``run_sizes``' training sizes with the first ``n_test`` test queries (None:
+    ``run_sizes.n_test``), the same for zero-shot and k-shot prompts."""
+    splits = load_splits(task, seed=0, n_train=run_sizes.n_train, n_val=run_sizes.n_val)
+    n = run_sizes.n_test if n_test is None else n_test
     if n is not None:
         if n < 1:
             raise ValueError(f"n_test must be at least 1, got {n}")
@@ -356,7 +317,7 @@ class SettingResult:
 
     def accuracy(self, method: str) -> float:
         """Mean correctness of ``method`` over its rows and queries (untrained LTVs included: gate them with
-        :class:`ltvlib.ltv_report.LTVLedger` before showing)."""
+        :class:`ltvlib.study.ltv_report.LTVLedger` before showing)."""
         return float(self.correct[method].mean())
 
 
@@ -365,19 +326,19 @@ def _fingerprint(ltv: LearnedTaskVector) -> dict[str, Any]:
 
 
 def setting_result(
-    lm: Any, task: str, profile: Profile, setting: Setting, *, seeds: Sequence[int] = (0,),
+    lm: Any, task: str, run_sizes: RunSizes, setting: Setting, *, seeds: Sequence[int] = (0,),
     zero_shot_seeds: Sequence[int] | None = None, n_test: int | None = None, seed: int = 0, extracted: bool = True,
     progress: bool = False,
 ) -> SettingResult:
     """The LTVs trained for ``setting`` and the extracted vectors injected there, scored on the same queries.
 
-    The LTVs come from :func:`ltvlib.experiments.profile_ltv` (shared disk cache: the baseline's are chapter
+    The LTVs come from :func:`ltvlib.study.ltvs.trained_ltv` (shared disk cache: the baseline's are chapter
     00's; trained on ``setting.shots``-shot prompts), one per training seed of ``seeds``. The extracted
-    vectors (:func:`profile_vanilla_tv_task_template`, :func:`ltvlib.experiments_extracted.
-    profile_function_vector`, extraction seed ``seed``) go where :func:`extracted_edits` says. Every method
+    vectors (:func:`vanilla_tv_task_template`, :func:`ltvlib.study.extracted.
+    cached_function_vector`, extraction seed ``seed``) go where :func:`extracted_edits` says. Every method
     is evaluated on one :class:`~ltvlib.evaluate.EvalSet` of the first ``n_test`` test queries
-    (:func:`flex_splits`), cached up to each prompt's earliest injected position (:func:`ltvlib.runner.
-    tail_needed`: a per-row tail for ``P={4}``); demonstrations of a k-shot setting are the profile's fixed
+    (:func:`flex_splits`), cached up to each prompt's earliest injected position (:func:`ltvlib.forward.
+    tail_needed`: a per-row tail for ``P={4}``); demonstrations of a k-shot setting are the run's fixed
     blocks drawn with ``seed``. For a k-shot setting the LTVs trained on zero-shot prompts for the same sites
     (seeds ``zero_shot_seeds``, default ``seeds``) are scored on the k-shot prompts too.
 
@@ -386,15 +347,14 @@ def setting_result(
     """
     import time
 
-    setting = check_setting(lm, task, setting, profile)
-    splits = flex_splits(task, profile, n_test)
-    sizes = extracted_sizes(profile)
+    setting = check_setting(lm, task, setting, run_sizes)
+    splits = flex_splits(task, run_sizes, n_test)
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: give at least one training seed")
 
     def train(shots: int, s: int) -> LearnedTaskVector:
-        return profile_ltv(lm, task, profile, layers=list(setting.layers), positions=setting.positions, shots=shots,
+        return trained_ltv(lm, task, run_sizes, layers=list(setting.layers), positions=setting.positions, shots=shots,
                            seed=s, progress=progress)
 
     ltvs = tuple(train(setting.shots, s) for s in seeds)
@@ -402,9 +362,9 @@ def setting_result(
     ltvs0 = tuple(train(0, s) for s in zs_seeds) if setting.shots else ()
     key = {
         "what": "flexibility-correct", "model": lm.name, "task": task_key(task), "setting": asdict(setting),
-        "seed": seed, "n_train": profile.n_train, "n_val": profile.n_val, "test": len(splits.test),
-        "demo_sets": profile.icl_demo_sets if setting.shots else None, "extracted": extracted,
-        "vanilla_tv": asdict(sizes.vanilla_tv), "function_vector": asdict(sizes.function_vector),
+        "seed": seed, "n_train": run_sizes.n_train, "n_val": run_sizes.n_val, "test": len(splits.test),
+        "demo_sets": run_sizes.icl_demo_sets if setting.shots else None, "extracted": extracted,
+        "vanilla_tv": asdict(run_sizes.vanilla_tv), "function_vector": asdict(run_sizes.function_vector),
         "ltvs": [_fingerprint(v) for v in ltvs], "ltvs0": [_fingerprint(v) for v in ltvs0],
         "source": dependency_hash(__name__),
     }
@@ -412,14 +372,14 @@ def setting_result(
     def compute() -> dict[str, Any]:
         t0 = time.perf_counter()
         es = EvalSet(lm, get_task(task), splits.test, shots=setting.shots, demo_pool=splits.train, seed=seed,
-                     demo_sets=profile.icl_demo_sets if setting.shots else None,
+                     demo_sets=run_sizes.icl_demo_sets if setting.shots else None,
                      tail=tail_needed(setting.positions))
         out: dict[str, Any] = {"none": [evaluate(es).correct], "ltv": [evaluate(es, v.edits()).correct for v in ltvs]}
         if ltvs0:
             out["ltv_zero_shot_trained"] = [evaluate(es, v.edits()).correct for v in ltvs0]
         if extracted:
-            tv = profile_vanilla_tv_task_template(lm, task, profile, seed=seed)
-            fv = profile_function_vector(lm, task, profile, seed=seed)
+            tv = vanilla_tv_task_template(lm, task, run_sizes, seed=seed)
+            fv = cached_function_vector(lm, task, run_sizes, seed=seed)
             t1 = time.perf_counter()
             for method in EXTRACTED_METHODS:
                 edits, site, mode = extracted_edits(method, fv if method == "function_vector" else tv, setting)
@@ -440,7 +400,7 @@ def setting_result(
 # ------------------------------------------------------------------------------------ means over tasks
 #
 # Table 1 reports each column as the mean over tasks of each task's accuracy. Its interval is the stratified
-# bootstrap of :func:`ltvlib.experiments.task_contrast`: every task's queries (and, with several training seeds,
+# bootstrap of :func:`ltvlib.study.ltvs.task_contrast`: every task's queries (and, with several training seeds,
 # its seeds) are resampled within that task, the per-task means averaged with equal weights. A difference of two
 # methods (or of a column and a multiple of the baseline) draws the same queries for both within each task.
 
@@ -451,7 +411,7 @@ def task_mean_contrast(
     rows: tuple[str, str] = ("auto", "auto"),
 ) -> Estimate:
     """The mean over tasks of ``a``'s accuracy, minus ``weight`` times ``b``'s, with a task-stratified paired
-    bootstrap interval (:func:`ltvlib.experiments.task_contrast`).
+    bootstrap interval (:func:`ltvlib.study.ltvs.task_contrast`).
 
     Args:
         a, b: task -> per-query correctness, shape (queries,) or (seeds, queries); ``b`` (if given) must have

@@ -2,7 +2,7 @@
 
 A chapter ends with one call::
 
-    from ltvlib.scorecard import Claim, direction_rule, record_claims
+    from ltvlib.book.scorecard import Claim, direction_rule, record_claims
     from ltvlib.stats import paired_bootstrap_difference
 
     gap = paired_bootstrap_difference(ltv_correct, fv_correct)   # (seeds, queries) 0/1 arrays, same queries
@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ltvlib.book import BOOK_ROOT_ENV, CLAIMS_DIR, claims_root, is_default, read_chapters, verdict_slug
+from ltvlib.book.runner import BOOK_ROOT_ENV, CLAIMS_DIR, claims_root, is_default, read_chapters, verdict_slug
 from ltvlib.cache import atomic_write_text
 from ltvlib.stats import Estimate, format_estimate
 
@@ -569,7 +569,7 @@ class ClaimSheet:
     profile: str
     seed: int
     claims: tuple[Claim, ...]
-    #: every LTV the chapter showed (:class:`ltvlib.ltv_report.LTVShown` as dicts), with whether it trained
+    #: every LTV the chapter showed (:class:`ltvlib.study.ltv_report.LTVShown` as dicts), with whether it trained
     ltvs: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> str:
@@ -624,7 +624,7 @@ def _find_repo_root() -> Path:
     for d in (cwd, *cwd.parents):
         if (d / "_toc.yml").exists():
             return d
-    pkg_parent = Path(__file__).resolve().parents[1]
+    pkg_parent = Path(__file__).resolve().parents[2]
     if (pkg_parent / "_toc.yml").exists():
         return pkg_parent
     raise FileNotFoundError(f"no _toc.yml in {cwd} or its parents, nor in {pkg_parent}; set ${BOOK_ROOT_ENV}")
@@ -645,7 +645,7 @@ def book_root(model: str, profile: str, seed: int) -> Path:
 
 def _checkout_root() -> Path | None:
     """The repository this package was imported from, if it is a book (holds ``_toc.yml``)."""
-    parent = Path(__file__).resolve().parents[1]
+    parent = Path(__file__).resolve().parents[2]
     return parent if (parent / "_toc.yml").exists() else None
 
 
@@ -665,7 +665,7 @@ def record_claims(
         chapter: the chapter's file name without extension, e.g. ``"01_ltv_vs_extracted"``.
         claims: the rows; keys must be unique.
         model, profile, seed: the chapter's parameters (the ``model`` parameter as given, not ``lm.name``).
-        ltvs: the chapter's :class:`ltvlib.ltv_report.LTVLedger` (every LTV it showed and whether it trained),
+        ltvs: the chapter's :class:`ltvlib.study.ltv_report.LTVLedger` (every LTV it showed and whether it trained),
             saved with the claims for the book test that no untrained vector is shown as a number.
         root: book root; default :func:`book_root`. The repository this package comes from is refused for
             any run but the default setting (its committed claims are the default setting's).

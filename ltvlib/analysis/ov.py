@@ -30,7 +30,7 @@ token; added):
 
 - :func:`ov_reconstruction`: ``theta_OV = sum over layers l' >= l and heads h of w_{l',h} OV_{l',h} theta``
   (block ``l`` itself counts: its attention reads theta). ``w = 1`` is the paper's sum; ``w_{l',h}`` = the
-  attention of the last position to itself (:func:`ltvlib.key_heads.attention_stats`, ``final``) is the
+  attention of the last position to itself (:func:`ltvlib.analysis.key_heads.attention_stats`, ``final``) is the
   attention-weighted variant: the share of theta's value that head actually copies at the last position.
 - :func:`mlp_response`, the control: the MLPs' first-order response ``sum over l' >= l of J_{l'} theta``,
   where ``J_{l'}`` is the Jacobian of block ``l'``'s MLP branch (its norm, the MLP and, for Gemma, the post-MLP
@@ -38,10 +38,10 @@ token; added):
   first-order contributions of theta (through attention values, or through MLPs), so they can be compared.
 
 **The paper's form and ours.** Only the bare-weight sum (``scales=None``, every head weight 1; ``ov_raw`` in
-:func:`ov_experiment`, :func:`paper_ov`) is the paper's reconstruction; the measured-scale, attention-weighted
-and |theta|-rescaled variants are ours (:data:`OV_VARIANTS`) and are not for verdicts on the paper's claim.
+:func:`ltvlib.study.ov.ov_experiment`, :func:`paper_ov`) is the paper's reconstruction; the measured-scale,
+attention-weighted and |theta|-rescaled variants are ours (:data:`OV_VARIANTS`) and are not for verdicts on the paper's claim.
 
-**Control.** :func:`ov_control` sends random vectors of theta's norm (:func:`ltvlib.controls.random_like`)
+**Control.** :func:`ov_control` sends random vectors of theta's norm (:func:`ltvlib.analysis.controls.random_like`)
 through the same reconstruction and evaluation, so that "theta_OV recovers X %" stands beside "random
 vectors' theta_OV recover Y % [central 95 % of the draws]"; every accuracy carries its ``n`` and Wilson
 interval, and classification tasks get the label-restricted accuracy beside the full-vocabulary one.
@@ -56,12 +56,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .cache import cached_json, dependency_hash
-from .controls import random_like, summarise_control
-from .heads import check_head
-from .inject import HookNotFiredError, VectorEdit
-from .key_heads import LastTokenRunner, attention_stats, head_accuracy, last_token_runner, vector_key
-from .sites import (
+from ..heads import check_head
+from ..inject import HookNotFiredError, VectorEdit
+from ..sites import (
     attn_input_norm,
     attn_output_norm,
     check_layer,
@@ -73,8 +70,9 @@ from .sites import (
     o_proj,
     v_proj,
 )
-from .stats import Proportion
-from .tasks import Example
+from ..stats import Proportion
+from .controls import summarise_control
+from .key_heads import LastTokenRunner, head_accuracy
 
 
 def _value_weight(lm: Any, layer: int) -> Tensor:
@@ -260,7 +258,7 @@ def mlp_response(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int,
 # Which reconstruction is the paper's, and the random-vector control
 # --------------------------------------------------------------------------------------------------------
 
-#: What each vector of :func:`ov_experiment` is. Only ``ov_raw``, the bare-weight sum
+#: What each vector of :func:`ltvlib.study.ov.ov_experiment` is. Only ``ov_raw``, the bare-weight sum
 #: ``sum_{l' >= l, h} W_O,h W_V,h theta`` (RMSNorm gains folded into the weights, as the paper's notation leaves
 #: open), is the paper's reconstruction; the others are ours and must not decide a verdict on the paper's claim.
 OV_VARIANTS: dict[str, str] = {
@@ -320,13 +318,13 @@ def ov_control(
     Args:
         runner: the test queries.
         theta: ``(d_model,)``, the LTV injected at the input of block ``layer`` (last position, added).
-        draws: ``(n_draws, d_model)`` control vectors, e.g. :func:`ltvlib.controls.random_like` of ``theta``.
+        draws: ``(n_draws, d_model)`` control vectors, e.g. :func:`ltvlib.analysis.controls.random_like` of ``theta``.
         variant: ``"paper"`` (the verdict's form) or ``"rescaled (ours)"`` (see :func:`paper_ov`).
 
     Returns:
         ``variant``, ``layer``, ``ltv`` (:func:`injected_accuracy` of the LTV's ``theta_OV``), ``draws`` (one
         such record per control vector, in order), and ``summary``: for ``accuracy`` and, for classification
-        tasks, ``label_accuracy``, a :class:`ltvlib.controls.ControlSummary` dict of the LTV's value against
+        tasks, ``label_accuracy``, a :class:`ltvlib.analysis.controls.ControlSummary` dict of the LTV's value against
         the draws' values (one-sided, LTV greater).
     """
     if draws.dim() != 2 or draws.shape[1] != lm.d_model or draws.shape[0] < 1:
@@ -338,89 +336,3 @@ def ov_control(
         if own[key] is not None:
             summary[key] = summarise_control(own[key]["value"], [r[key]["value"] for r in rows]).to_dict()
     return {"variant": variant, "layer": layer, "ltv": own, "draws": rows, "summary": summary}
-
-
-def ov_control_experiment(
-    lm: Any, ltv: Any, test: Sequence[Example], *, n_draws: int = 10, seed: int = 0, variant: str = "paper",
-) -> dict[str, Any]:
-    """Cached :func:`ov_control` of a trained single-vector LTV on ``test`` with ``n_draws`` random vectors of
-    its norm (:func:`ltvlib.controls.random_like`, ``seed``). Cost: ``n_draws + 1`` evaluations of ``test``."""
-    if len(ltv.layers) != 1 or len(ltv.positions) != 1 or ltv.positions[0] != -1:
-        raise ValueError(f"ov_control_experiment needs a single-vector LTV at position -1, got layers {ltv.layers}, "
-                         f"positions {ltv.positions}")
-    if variant not in CONTROL_VARIANTS:
-        raise ValueError(f"unknown OV variant {variant!r}; allowed: {', '.join(CONTROL_VARIANTS)}")
-    layer = ltv.layers[0]
-    key = {"what": "ov-control", "model": lm.name, "test": [e.input for e in test], "n_draws": n_draws, "seed": seed,
-           "variant": variant, **vector_key(ltv), "source": dependency_hash(__name__)}
-
-    def compute() -> dict[str, Any]:
-        theta = ltv.vectors[0].to(lm.device, lm.dtype)
-        draws = random_like(theta.float().cpu(), n_draws, seed).to(lm.device, lm.dtype)
-        runner = last_token_runner(lm, ltv.task, test)
-        return ov_control(lm, runner, theta, layer, draws, variant=variant) | {"n_draws": n_draws, "seed": seed}
-
-    return cached_json("ov/control", key, compute)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Chapter-level helper (cached)
-# --------------------------------------------------------------------------------------------------------
-
-
-def ov_experiment(lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[Example]) -> dict[str, Any]:
-    """Accuracy of a trained single-vector LTV and of its replacements on ``test`` (cached).
-
-    Measurements that need forward passes (norm scales, attention to the last position, MLP states) use
-    ``queries`` (held-out analysis queries) with the LTV injected. Every replacement is injected where the
-    LTV was: block input of its layer, last position, added.
-
-    Returns:
-        ``accuracy`` per variant (``zero_shot``, ``ltv``, ``ov``, ``ov_weighted``, ``ov_raw``, ``mlp``, and
-        ``ov_normed``: ``ov`` rescaled to the LTV's norm), ``label_accuracy`` (the same, argmax over the label
-        words' first tokens; None for open-vocabulary tasks), ``proportions`` (each as
-        :func:`proportion_record`, with ``n`` and Wilson interval), ``variants`` (:data:`OV_VARIANTS`: which is
-        the paper's form, which are ours) and ``paper_variant`` (``"ov_raw"``, the one for verdicts),
-        ``norm`` (L2 norm of each vector), ``cos`` (cosine with the LTV), ``layer``, ``n_test``.
-    """
-    if len(ltv.layers) != 1 or len(ltv.positions) != 1 or ltv.positions[0] != -1:
-        raise ValueError(f"ov_experiment needs a single-vector LTV at position -1, got layers {ltv.layers}, "
-                         f"positions {ltv.positions}")
-    layer = ltv.layers[0]
-    key = {"what": "ov", "model": lm.name, "queries": [e.input for e in queries], "test": [e.input for e in test],
-           **vector_key(ltv), "source": dependency_hash(__name__)}
-
-    def compute() -> dict[str, Any]:
-        theta = ltv.vectors[0].to(lm.device, lm.dtype)
-        edits = ltv.edits()
-        analysis = last_token_runner(lm, ltv.task, queries)
-        scales = measure_norm_scales(lm, analysis, edits)
-        stats = attention_stats(lm, analysis, edits)
-        vectors = {
-            "ltv": theta,
-            "ov": ov_reconstruction(lm, theta, layer, scales=scales),
-            "ov_weighted": ov_reconstruction(lm, theta, layer, scales=scales, head_weights=stats.final),
-            "ov_raw": ov_reconstruction(lm, theta, layer),
-            "mlp": mlp_response(lm, analysis, theta, layer, edits),
-        }
-        # the plain sum's direction at theta's size: separates a wrong direction from a wrong scale
-        vectors["ov_normed"] = vectors["ov"] * (theta.norm() / vectors["ov"].norm())
-        runner = last_token_runner(lm, ltv.task, test)
-        results = {"zero_shot": head_accuracy(lm, runner)}
-        for name, v in vectors.items():
-            results[name] = head_accuracy(lm, runner, [VectorEdit(layer, -1, v)])
-        acc = {name: r["accuracy"] for name, r in results.items()}
-        label_acc = {name: r["label_accuracy"] for name, r in results.items()} if runner.task.labels else None
-        proportions = {name: {"accuracy": proportion_record(r["correct"]),
-                              "label_accuracy": proportion_record(r["label_correct"]) if label_acc else None}
-                       for name, r in results.items()}
-        cos = torch.nn.functional.cosine_similarity
-        return {
-            "accuracy": acc, "label_accuracy": label_acc, "proportions": proportions, "variants": OV_VARIANTS,
-            "paper_variant": "ov_raw", "layer": layer, "n_test": len(test),
-            "norm": {k: float(v.double().norm()) for k, v in vectors.items()},
-            "cos": {k: float(cos(v.double(), theta.double(), dim=0)) for k, v in vectors.items()},
-        }
-
-    return cached_json("ov/accuracy", key, compute)
-

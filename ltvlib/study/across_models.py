@@ -6,18 +6,19 @@ evaluations, are read back from the cache those chapters filled, and on any othe
 same way:
 
 - :func:`middle_layer_results`: chapter 01's baseline setting: zero-shot and ICL
-  (:func:`ltvlib.experiments.icl_accuracy`), the LTV at the middle layer (``profile_ltv`` +
+  (:func:`ltvlib.study.ltvs.icl_accuracy`), the LTV at the middle layer (``trained_ltv`` +
   ``ltv_accuracy``: *added* at the input of block ``L // 2``, last prompt token), and the extracted vectors
-  injected at the *output* of block ``L // 2`` (:func:`ltvlib.experiments_extracted.extracted_curve`, at
-  :func:`extracted_layers`: chapter 01's layers for the sweep tasks, the middle layer alone for the others;
+  injected at the *output* of block ``L // 2`` (:func:`ltvlib.study.extracted.extracted_curve`, at
+  :func:`ltvlib.study.plans.extracted_layers`: chapter 01's layers for the sweep tasks, the middle layer alone for
+  the others;
   Vanilla TV *replacing* the last-token state, its difference form and the Function Vector *added*).
-- :func:`sweep_results`: the same vectors across layers (LTVs at :func:`sweep_ltv_layers`, extracted vectors
-  at chapter 01's :func:`table_layers`).
+- :func:`sweep_results`: the same vectors across layers (LTVs at :func:`ltvlib.study.plans.sweep_ltv_layers`,
+  extracted vectors at chapter 01's :func:`ltvlib.study.plans.table_layers`).
 - :func:`key_head_results`: chapter 04's ablation of the top 10 % of heads by saliency against random heads
-  (:func:`ltvlib.key_heads.key_head_experiment`, heads zeroed or mean-ablated at the last position).
+  (:func:`ltvlib.study.key_heads.key_head_experiment`, heads zeroed or mean-ablated at the last position).
 - :func:`linearity_results`: chapter 05's linear map ``W`` from the LTV at block ``l`` to the shift of the
   final-norm input, and the accuracy of ``W theta`` added there instead of the LTV
-  (:func:`ltvlib.linearity.profile_linearity`), at three layers (:func:`linearity_layers`).
+  (:func:`ltvlib.study.linearity.cached_linearity`), at three layers (:func:`ltvlib.study.plans.linearity_layers`).
 
 :func:`check_code_paths` verifies on a real model that the shortcuts every chapter relies on (cached prompt
 prefixes, single-token passes from a middle block, the site table's norm and embedding conventions) give
@@ -40,7 +41,7 @@ adds to the stream, and :func:`function_vector_write` compares the FV with its h
 mean outputs and with the bare ``W_O`` terms (the size the FV had before the norm was taken into account).
 
 Sliding-window attention (Gemma 3: 512 tokens) limits the cached-prefix paths to prompts shorter than the
-window (:func:`ltvlib.prefix.forward_tokens` refuses longer ones). ICL references then fall back on full
+window (:func:`ltvlib.kv_cache.forward_tokens` refuses longer ones). ICL references then fall back on full
 forwards (exact, slower; :func:`icl_reference`); an extracted vector that cannot be computed is reported as
 missing with the reason (:func:`middle_layer_results`).
 """
@@ -49,44 +50,47 @@ from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 
-from .cache import cached_json, dependency_hash, task_key
-from .evaluate import EvalSet, evaluate
-from .experiments import icl_accuracy, ltv_accuracy, profile_ltv, profile_splits
-from .experiments_extracted import extracted_curve, ltv_layers
-from .inject import VectorEdit, inject, record_residual
-from .key_heads import LastTokenRunner, key_head_experiment
-from .linearity import ShiftProbe, final_norm, linearity_plan, profile_linearity, record_final_norm_input
-from .profiles import Profile, sweep_layers
-from .prompts import answer_ids, encode_prompts, pad_left
-from .runner import PromptRunner
-from .sites import norm_gain
-from .tasks import load_splits
+from ..analysis.key_heads import LastTokenRunner
+from ..analysis.linearity import LinearityConfig, ShiftProbe, final_norm, record_final_norm_input
+from ..cache import cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet, evaluate
+from ..forward import PromptRunner
+from ..inject import VectorEdit, inject, record_residual
+from ..prompts import answer_ids, encode_prompts, pad_left
+from ..sites import norm_gain
+from ..tasks import load_splits
+from .extracted import extracted_curve
+from .key_heads import key_head_experiment
+from .linearity import cached_linearity
+from .ltvs import RunSizes, icl_accuracy, ltv_accuracy, sweep_with_middle, task_splits, trained_ltv
 
 EXTRACTED = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
 """The extracted-vector methods of chapter 01, in its column order."""
 
-_WINDOW_ERROR = "sliding attention window"  # ltvlib.prefix's message for prompts longer than the window
+_WINDOW_ERROR = "sliding attention window"  # ltvlib.kv_cache's message for prompts longer than the window
 
 
 @dataclass(frozen=True)
 class AcrossModelsSizes:
-    """What chapter 08 covers in one profile.
+    """What chapter 08 covers in one run (a table of :mod:`ltvlib.study.plans`).
 
     Attributes:
-        tasks: tasks of the middle-layer table (None = all of the profile's tasks).
-        sweep_tasks: tasks whose LTV is trained at several layers (:func:`sweep_ltv_layers`); None = every
-            table task.
+        tasks: tasks of the middle-layer table (None = all of the run's tasks).
+        sweep_tasks: tasks whose LTV is trained at several layers (:func:`ltvlib.study.plans.sweep_ltv_layers`);
+            None = every table task.
         key_head_tasks: tasks of the key-head ablation (None = every table task).
         n_key_queries: validation queries for saliency, mean head outputs and attention (chapter 04's).
         n_random: random head sets drawn for the control.
         linearity_tasks: tasks of the linear reconstruction (None = every table task).
         linearity_fractions: depths (fractions of ``L``) whose nearest candidate layers the reconstruction
-            uses (:func:`linearity_layers`); the LTV layer sweep uses the same layers outside ``paper``.
+            uses (:func:`ltvlib.study.plans.linearity_layers`); the LTV layer sweep uses the same layers outside
+            ``paper``.
         n_check: SST-2 prompts of :func:`check_code_paths` (about 6 s of one CPU thread per 3 prompts).
     """
 
@@ -98,83 +102,6 @@ class AcrossModelsSizes:
     linearity_tasks: tuple[str, ...] | None
     linearity_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
     n_check: int = 6
-
-
-ACROSS_MODELS_SIZES: dict[str, AcrossModelsSizes] = {
-    # does every cell run, on every model? one task; the linear fit at the middle and last layers (chapter 05's
-    # smoke layers, cheap: the last layer's LTV and fit run one block)
-    "smoke": AcrossModelsSizes(tasks=("antonym",), sweep_tasks=("antonym",),
-                               key_head_tasks=("antonym",),
-                               n_key_queries=8, n_random=2, linearity_tasks=("antonym",),
-                               linearity_fractions=(0.5, 1.0), n_check=3),
-    # two short-prompt tasks in the table (TREC is the classification task); everything else on Antonym, chapter
-    # 05's sweep task and one of chapter 04's, so that on the default model the LTVs, key heads and fits are
-    # cache hits. Gemma-3-270M's part costs about 20 minutes of one CPU thread (chapter 08 gives the breakdown).
-    "cpu": AcrossModelsSizes(tasks=("antonym", "trec"), sweep_tasks=("antonym",),
-                             key_head_tasks=("antonym",), n_key_queries=64, n_random=5, linearity_tasks=("antonym",)),
-    "paper": AcrossModelsSizes(tasks=None, sweep_tasks=None, key_head_tasks=None,
-                               n_key_queries=100, n_random=5, linearity_tasks=None),
-}
-
-
-def across_sizes(profile: Profile) -> AcrossModelsSizes:
-    """The chapter's coverage in ``profile``; raises ``ValueError`` for a profile without an entry."""
-    if profile.name not in ACROSS_MODELS_SIZES:
-        raise ValueError(f"no chapter-08 sizes for profile {profile.name!r}; known: {', '.join(ACROSS_MODELS_SIZES)}")
-    return ACROSS_MODELS_SIZES[profile.name]
-
-
-def plan_tasks(profile: Profile) -> dict[str, list[str]]:
-    """``{"table", "sweep", "key_heads", "linearity"}`` -> task lists of ``profile``, in the paper's
-    order."""
-    sizes = across_sizes(profile)
-    table = list(sizes.tasks or profile.tasks)
-
-    def pick(chosen: tuple[str, ...] | None) -> list[str]:
-        return [t for t in table if t in chosen] if chosen is not None else list(table)
-
-    return {"table": table, "sweep": pick(sizes.sweep_tasks),
-            "key_heads": pick(sizes.key_head_tasks), "linearity": pick(sizes.linearity_tasks)}
-
-
-def table_layers(lm: Any, profile: Profile) -> list[int]:
-    """Chapter 01's layers for the extracted vectors: the profile's sweep layers and the middle layer (the
-    list is part of the cached curve's key, so it must be exactly chapter 01's)."""
-    return sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
-
-
-def extracted_layers(lm: Any, profile: Profile, task: str) -> list[int]:
-    """Injection layers of ``task``'s extracted vectors: chapter 01's (:func:`table_layers`) for the tasks of the
-    layer sweep and in ``paper``, the middle layer alone for the other tasks of the middle-layer table. Most of
-    an extracted vector's cost on a large-vocabulary model is its evaluation at each layer (Gemma-3-270M: about
-    2.4 s of one CPU thread per layer and method on 200 test queries, against about 30 s for the extraction)."""
-    if profile.name == "paper" or task in plan_tasks(profile)["sweep"]:
-        return table_layers(lm, profile)
-    return [lm.middle_layer]
-
-
-def linearity_layers(lm: Any, profile: Profile, task: str = "antonym") -> list[int]:
-    """The injection layers of the linear reconstruction: for each depth ``f`` of the profile's
-    ``linearity_fractions`` (``L/4``, ``L/2`` and ``3L/4`` in ``cpu`` and ``paper``), the layer nearest ``f * L``
-    among chapter 05's layers for ``task`` in ``profile`` (so its cached fits serve), or among all layers when
-    chapter 05 has fewer layers there than there are depths. Ties go to the earlier layer."""
-    fractions = across_sizes(profile).linearity_fractions
-    plan = linearity_plan(lm, profile).get(task, [])
-    candidates = sorted(set(plan)) if len(set(plan)) >= len(fractions) else list(range(lm.n_layers))
-    chosen: list[int] = []
-    for frac in fractions:
-        target = frac * lm.n_layers
-        free = [l for l in candidates if l not in chosen] or candidates
-        chosen.append(min(free, key=lambda l: (abs(l - target), l)))
-    return sorted(set(chosen))
-
-
-def sweep_ltv_layers(lm: Any, profile: Profile, task: str) -> list[int]:
-    """Layers of the LTV layer sweep: every layer in ``paper`` (chapter 01's ``ltv_layers``), else the three
-    layers of the linear reconstruction (:func:`linearity_layers`), whose LTVs it trains anyway."""
-    if profile.name == "paper":
-        return ltv_layers(lm, task, profile)
-    return linearity_layers(lm, profile, task)
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -198,67 +125,71 @@ def stream_rms(lm: Any, layers: list[int] | None = None, *, task: str = "antonym
 # The measurements
 
 
-def icl_reference(lm: Any, task: str, shots: int, profile: Profile, *, seed: int = 0) -> dict[str, Any]:
-    """:func:`ltvlib.experiments.icl_accuracy`, or the same prompts run as full forwards when a prompt is
+def icl_reference(lm: Any, task: str, shots: int, run_sizes: RunSizes, *, seed: int = 0) -> dict[str, Any]:
+    """:func:`ltvlib.study.ltvs.icl_accuracy`, or the same prompts run as full forwards when a prompt is
     longer than the model's sliding attention window (the cached-prefix path refuses those).
 
     Returns ``{"accuracy", "label_accuracy", "n", "path"}`` with ``path`` ``"cached prefix"`` or ``"full"``.
     """
     try:
-        return icl_accuracy(lm, task, shots, profile, seed=seed) | {"path": "cached prefix"}
+        return icl_accuracy(lm, task, shots, run_sizes, seed=seed) | {"path": "cached prefix"}
     except ValueError as exc:
         if _WINDOW_ERROR not in str(exc):
             raise
-    splits = profile_splits(task, profile, icl=shots > 0)
+    splits = task_splits(task, run_sizes, icl=shots > 0)
     key = {"what": "icl-full", "model": lm.name, "task": task_key(task), "shots": shots, "n_test": len(splits.test),
-           "n_train": len(splits.train), "demo_sets": profile.icl_demo_sets, "seed": seed,
+           "n_train": len(splits.train), "demo_sets": run_sizes.icl_demo_sets, "seed": seed,
            "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         es = EvalSet(lm, task, splits.test, shots=shots, demo_pool=splits.train, seed=seed,
-                     demo_sets=profile.icl_demo_sets if shots else None, tail=None, cache_rows=False)
+                     demo_sets=run_sizes.icl_demo_sets if shots else None, tail=None, cache_rows=False)
         r = evaluate(es, batch_size=8)
         return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n}
 
     return cached_json("across-models/icl-full", key, compute) | {"path": "full"}
 
 
-def _curve(lm: Any, task: str, profile: Profile, method: str, layers: list[int], seed: int) -> dict[str, Any] | None:
+def _curve(lm: Any, task: str, run_sizes: RunSizes, method: str, layers: list[int], seed: int) -> dict[str, Any] | None:
     """An extracted-vector curve, or None when the model's sliding window makes it uncomputable here."""
     try:
-        return extracted_curve(lm, task, profile, method, layers, seed=seed)  # type: ignore[arg-type]
+        return extracted_curve(lm, task, run_sizes, method, layers, seed=seed)  # type: ignore[arg-type]
     except ValueError as exc:
         if _WINDOW_ERROR not in str(exc):
             raise
         return None
 
 
-def middle_layer_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[str, Any]:
-    """Chapter 01's middle-layer row of one task, in percent.
+def middle_layer_results(
+    lm: Any, task: str, run_sizes: RunSizes, *, icl_shots: Sequence[int], extracted_layers: Sequence[int],
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Chapter 01's middle-layer row of one task, in percent: ICL at each of ``icl_shots``, the extracted vectors'
+    curves at ``extracted_layers`` (the middle layer among them).
 
     Returns:
-        ``{"zero-shot", "<k>-shot ICL" (each of the profile's shot counts), "ltv", "vanilla_tv",
+        ``{"zero-shot", "<k>-shot ICL" (each of ``icl_shots``), "ltv", "vanilla_tv",
         "vanilla_tv_difference", "function_vector"}`` -> accuracy (%; None where not computable), plus
         ``"icl_n"`` (shots -> test queries), ``"icl_path"`` (shots -> ``"cached prefix"`` or ``"full"``),
         ``"ltv_steps"``, ``"ltv_norm"`` and ``"missing"`` (method -> reason). The LTV's accuracy is its
-        measurement whether or not it trained: the chapter's :class:`ltvlib.ltv_report.LTVLedger` decides what is
+        measurement whether or not it trained: the chapter's :class:`ltvlib.study.ltv_report.LTVLedger` decides what is
         shown (:func:`middle_ltv` gives the vector).
     """
     mid = lm.middle_layer
-    zero = icl_reference(lm, task, 0, profile, seed=seed)
+    zero = icl_reference(lm, task, 0, run_sizes, seed=seed)
     out: dict[str, Any] = {"zero-shot": 100 * zero["accuracy"], "icl_path": {}, "icl_n": {"0": zero["n"]},
                            "missing": {}}
-    for k in profile.icl_shots:
-        r = icl_reference(lm, task, k, profile, seed=seed)
+    for k in icl_shots:
+        r = icl_reference(lm, task, k, run_sizes, seed=seed)
         out[f"{k}-shot ICL"] = 100 * r["accuracy"]
         out["icl_path"][str(k)] = r["path"]
         out["icl_n"][str(k)] = r["n"]
-    ltv = middle_ltv(lm, task, profile, seed=seed)
-    out["ltv"] = 100 * ltv_accuracy(lm, ltv, profile, seed=seed)["accuracy"]
+    ltv = middle_ltv(lm, task, run_sizes, seed=seed)
+    out["ltv"] = 100 * ltv_accuracy(lm, ltv, run_sizes, seed=seed)["accuracy"]
     out["ltv_steps"], out["ltv_norm"] = ltv.steps, float(ltv.vectors.norm())
-    layers = extracted_layers(lm, profile, task)
+    layers = list(extracted_layers)
     for method in EXTRACTED:
-        curve = _curve(lm, task, profile, method, layers, seed)
+        curve = _curve(lm, task, run_sizes, method, layers, seed)
         if curve is None:
             out[method] = None
             out["missing"][method] = "a prompt is longer than the sliding attention window"
@@ -267,33 +198,36 @@ def middle_layer_results(lm: Any, task: str, profile: Profile, *, seed: int = 0)
     return out
 
 
-def middle_ltv(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> Any:
-    """The LTV of ``task`` at the middle layer, last position, with the profile's recipe (chapter 01's)."""
-    return profile_ltv(lm, task, profile, layers=[lm.middle_layer], seed=seed)
+def middle_ltv(lm: Any, task: str, run_sizes: RunSizes, *, seed: int = 0) -> Any:
+    """The LTV of ``task`` at the middle layer, last position, with ``run_sizes.recipe`` (chapter 01's)."""
+    return trained_ltv(lm, task, run_sizes, layers=[lm.middle_layer], seed=seed)
 
 
-def sweep_ltvs(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[int, Any]:
-    """The LTVs of the layer sweep (:func:`sweep_ltv_layers`), by layer."""
-    return {l: profile_ltv(lm, task, profile, layers=[l], seed=seed) for l in sweep_ltv_layers(lm, profile, task)}
+def sweep_ltvs(lm: Any, task: str, run_sizes: RunSizes, layers: Sequence[int], *, seed: int = 0) -> dict[int, Any]:
+    """The LTVs of the layer sweep at ``layers`` (:func:`ltvlib.study.plans.sweep_ltv_layers`), by layer."""
+    return {l: trained_ltv(lm, task, run_sizes, layers=[l], seed=seed) for l in layers}
 
 
-def sweep_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[str, dict[int, float]]:
-    """Accuracy (%) by injection layer: ``{"ltv": {layer: acc}, "vanilla_tv": ..., ...}``. LTVs (``profile``'s
-    recipe) at :func:`sweep_ltv_layers` (block input); extracted vectors (block output) at chapter 01's
-    :func:`table_layers` (its cached curve) and, in a second curve, at the LTV layers that list lacks, so that
+def sweep_results(
+    lm: Any, task: str, run_sizes: RunSizes, *, ltv_layers: Sequence[int], curve_layers: Sequence[int], seed: int = 0
+) -> dict[str, dict[int, float]]:
+    """Accuracy (%) by injection layer: ``{"ltv": {layer: acc}, "vanilla_tv": ..., ...}``. LTVs (``run_sizes``'
+    recipe) at ``ltv_layers`` (block input); extracted vectors (block output) at ``curve_layers`` (chapter 01's
+    layers, :func:`ltvlib.study.plans.table_layers`: its cached curve) and, in a second curve, at the LTV layers
+    that list lacks, so that
     every LTV has extracted vectors to be compared with at its own layer. A method that cannot be computed on
     this model gets an empty dict."""
     out: dict[str, dict[int, float]] = {"ltv": {}}
-    ltv_at = sweep_ltv_layers(lm, profile, task)
+    ltv_at = list(ltv_layers)
     for layer in ltv_at:
-        ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
-        out["ltv"][layer] = 100 * ltv_accuracy(lm, ltv, profile, seed=seed)["accuracy"]
-    layers = table_layers(lm, profile)
+        ltv = trained_ltv(lm, task, run_sizes, layers=[layer], seed=seed)
+        out["ltv"][layer] = 100 * ltv_accuracy(lm, ltv, run_sizes, seed=seed)["accuracy"]
+    layers = list(curve_layers)
     extra = [l for l in ltv_at if l not in layers]
     for method in EXTRACTED:
         out[method] = {}
         for ls in (layers, extra) if extra else (layers,):
-            curve = _curve(lm, task, profile, method, ls, seed)
+            curve = _curve(lm, task, run_sizes, method, ls, seed)
             if curve is None:
                 out[method] = {}
                 break
@@ -302,7 +236,9 @@ def sweep_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dic
     return out
 
 
-def key_head_results(lm: Any, task: str, profile: Profile, *, seed: int = 0, fraction: float = 0.1) -> dict[str, Any]:
+def key_head_results(
+    lm: Any, task: str, run_sizes: RunSizes, sizes: AcrossModelsSizes, *, seed: int = 0, fraction: float = 0.1
+) -> dict[str, Any]:
     """Chapter 04's ablation for the middle-layer LTV of ``task``, summarised in percent.
 
     Returns:
@@ -310,9 +246,8 @@ def key_head_results(lm: Any, task: str, profile: Profile, *, seed: int = 0, fra
         "n_key", "n_heads", "key_heads", "n_random"}`` (heads chosen among all layers, ablated at the last
         position; random: mean and standard deviation over the draws).
     """
-    sizes = across_sizes(profile)
-    splits = profile_splits(task, profile)
-    ltv = profile_ltv(lm, task, profile, layers=[lm.middle_layer], seed=seed)
+    splits = task_splits(task, run_sizes)
+    ltv = trained_ltv(lm, task, run_sizes, layers=[lm.middle_layer], seed=seed)
     r = key_head_experiment(lm, ltv, list(splits.validation[: sizes.n_key_queries]), list(splits.test),
                             fraction=fraction, n_random=sizes.n_random, seed=seed)
     out: dict[str, Any] = {"ltv": 100 * r["accuracy"], "key_heads": r["key_heads"], "n_key": len(r["key_heads"]),
@@ -325,13 +260,16 @@ def key_head_results(lm: Any, task: str, profile: Profile, *, seed: int = 0, fra
     return out
 
 
-def linearity_results(lm: Any, task: str, profile: Profile, *, seed: int = 0) -> dict[int, dict[str, Any]]:
-    """Chapter 05's measurement at :func:`linearity_layers`, summarised: per layer ``{"ltv", "w_theta",
+def linearity_results(
+    lm: Any, task: str, run_sizes: RunSizes, layers: Sequence[int], *, config: LinearityConfig, seed: int = 0
+) -> dict[int, dict[str, Any]]:
+    """Chapter 05's measurement (fit sizes ``config``) at ``layers`` (:func:`ltvlib.study.plans.linearity_layers`),
+    summarised: per layer ``{"ltv", "w_theta",
     "w_theta_last_block", "zero_shot", "r2_heldout", "explained", "cos_theta_Qtheta", "stretch"}``
     (accuracies in %)."""
     out = {}
-    for layer in linearity_layers(lm, profile, task):
-        r = profile_linearity(lm, task, profile, layer, seed=seed)
+    for layer in layers:
+        r = cached_linearity(lm, task, run_sizes, layer, config=config, seed=seed)
         acc = r["accuracy"]
         out[layer] = {"ltv": 100 * acc["ltv"], "w_theta": 100 * acc["reconstruction"],
                       "w_theta_last_block": 100 * acc["reconstruction_last_block_input"],
@@ -355,51 +293,44 @@ def _windowed(fn: Any) -> Any:
         return None
 
 
-def correct_at(lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 0) -> dict[str, Any]:
+def correct_at(lm: Any, task: str, run_sizes: RunSizes, layer: int, *, seed: int = 0) -> dict[str, Any]:
     """Which test queries each method gets right with its vector at ``layer`` (cached).
 
-    The profile's test queries of ``task`` (the same ones, in the same order, for every method): ``"zero-shot"``
-    (no vector, the task's template), ``"ltv"`` (the LTV trained at ``layer``, :func:`ltvlib.experiments.profile_ltv`,
+    The test queries of ``task`` at ``run_sizes`` (the same ones, in the same order, for every method): ``"zero-shot"``
+    (no vector, the task's template), ``"ltv"`` (the LTV trained at ``layer``, :func:`ltvlib.study.ltvs.trained_ltv`,
     added at the input of block ``layer``), ``"vanilla_tv"``, ``"vanilla_tv_difference"`` and
-    ``"function_vector"`` (chapter 01's vectors, :func:`ltvlib.experiments_extracted.extracted_curve`'s,
+    ``"function_vector"`` (chapter 01's vectors, :func:`ltvlib.study.extracted.extracted_curve`'s,
     at the output of block ``layer``). Their means are those functions' accuracies (tested).
 
     Returns:
         ``{method: [bool per query] or None (not computable here: a prompt longer than the sliding window)}``
         plus ``"n"`` (test queries).
     """
-    from .baselines.vanilla_tv import layer_accuracies
-    from .experiments import _test_set
-    from .experiments_extracted import (
-        _test_evalset,
-        extracted_sizes,
-        profile_function_vector,
-        profile_vanilla_tv,
-    )
-    from .profiles import sweep_layers
-    from .runner import tail_needed
+    from ..baselines.vanilla_tv import layer_accuracies
+    from ..forward import tail_needed
+    from .extracted import _test_evalset, cached_function_vector, cached_vanilla_tv
+    from .ltvs import _test_set
 
-    splits = profile_splits(task, profile)
-    sizes = extracted_sizes(profile)
-    ltv = profile_ltv(lm, task, profile, layers=[layer], seed=seed)
+    splits = task_splits(task, run_sizes)
+    ltv = trained_ltv(lm, task, run_sizes, layers=[layer], seed=seed)
     key = {"what": "correct-at", "model": lm.name, "task": task_key(task), "layer": layer,
-           "test": [e.input for e in splits.test], "n_train": profile.n_train, "n_val": profile.n_val, "seed": seed,
+           "test": [e.input for e in splits.test], "n_train": run_sizes.n_train, "n_val": run_sizes.n_val, "seed": seed,
            "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
-           "vanilla_tv": asdict(sizes.vanilla_tv), "function_vector": asdict(sizes.function_vector),
+           "vanilla_tv": asdict(run_sizes.vanilla_tv), "function_vector": asdict(run_sizes.function_vector),
            "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         es_ltv = _test_set(lm, task, splits, 0, seed, None, tail_needed(ltv.positions))
         out: dict[str, Any] = {"ltv": evaluate(es_ltv, ltv.edits()).correct, "n": len(splits.test)}
-        es = _test_evalset(lm, task, profile, "task")
+        es = _test_evalset(lm, task, run_sizes, "task")
         out["zero-shot"] = evaluate(es).correct
-        candidates = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
-        config = replace(sizes.vanilla_tv, seed=seed, template="task", form="replace")
-        tv = _windowed(lambda: profile_vanilla_tv(lm, task, profile, config=config, seed=seed,
+        candidates = sweep_with_middle(lm.n_layers, run_sizes)
+        config = replace(run_sizes.vanilla_tv, seed=seed, template="task", form="replace")
+        tv = _windowed(lambda: cached_vanilla_tv(lm, task, run_sizes, config=config, seed=seed,
                                                   select_layers=candidates))
         for form, name in (("replace", "vanilla_tv"), ("difference", "vanilla_tv_difference")):
             out[name] = None if tv is None else layer_accuracies(es, tv, [layer], form)[layer].correct
-        fv = _windowed(lambda: profile_function_vector(lm, task, profile, config=replace(sizes.function_vector,
+        fv = _windowed(lambda: cached_function_vector(lm, task, run_sizes, config=replace(run_sizes.function_vector,
                                                                                         seed=seed), seed=seed))
         out["function_vector"] = None if fv is None else evaluate(es, fv.edits(layer), site="block_output",
                                                                   mode="add").correct
@@ -408,18 +339,19 @@ def correct_at(lm: Any, task: str, profile: Profile, layer: int, *, seed: int = 
     return cached_json("across-models/correct-at", key, compute)
 
 
-def key_head_correct(lm: Any, task: str, profile: Profile, *, seed: int = 0, fraction: float = 0.1) -> dict[str, Any]:
+def key_head_correct(
+    lm: Any, task: str, run_sizes: RunSizes, sizes: AcrossModelsSizes, *, seed: int = 0, fraction: float = 0.1
+) -> dict[str, Any]:
     """Which test queries the middle-layer LTV gets right alone, with the key heads zeroed and with each random
     head set of :func:`key_head_results` zeroed (at the last position; cached).
 
     Returns:
         ``{"ltv": [bool], "key_zero": [bool], "random_zero": [[bool] per draw], "n_key", "n_heads", "n"}``.
     """
-    from .key_heads import head_accuracy, last_token_runner
+    from ..analysis.key_heads import head_accuracy, last_token_runner
 
-    sizes = across_sizes(profile)
-    splits = profile_splits(task, profile)
-    ltv = middle_ltv(lm, task, profile, seed=seed)
+    splits = task_splits(task, run_sizes)
+    ltv = middle_ltv(lm, task, run_sizes, seed=seed)
     r = key_head_experiment(lm, ltv, list(splits.validation[: sizes.n_key_queries]), list(splits.test),
                             fraction=fraction, n_random=sizes.n_random, seed=seed)
     keys = [tuple(h) for h in r["key_heads"]]
@@ -452,8 +384,8 @@ def attention_write_check(lm: Any, layers: list[int], *, task: str = "antonym", 
         "bare_ratio": |sum of the bare W_O terms| / |contribution| (mean over prompts: what the writes would be
         without the attention-output norm; 1 where there is none), "contribution_norm": mean |contribution|}}``.
     """
-    from .heads import head_writes, record_heads
-    from .sites import block, mlp_input_norm, o_proj
+    from ..heads import head_writes, record_heads
+    from ..sites import block, mlp_input_norm, o_proj
 
     splits = load_splits(task, n_train=600, n_val=400)
     rows = encode_prompts(lm.tokenizer, splits.task, splits.test[:n]).full_rows()
@@ -504,12 +436,12 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
     Every check injects a random vector (norm about that of the residual stream at the injection layer) at
     the last prompt token and compares, relative to the size of the reference (``max |a - b| / max |b|``):
 
-    - ``runner``: :class:`~ltvlib.runner.PromptRunner` on cached prefixes (3 shared demonstrations plus
+    - ``runner``: :class:`~ltvlib.forward.PromptRunner` on cached prefixes (3 shared demonstrations plus
       left-padded queries, the layout ICL evaluations use; then tail runs starting at the injection block)
       against full forwards: logits of the answer tokens (teacher forcing) and the gradient of the loss with
       respect to the vector;
-    - ``last_token``: :class:`~ltvlib.key_heads.LastTokenRunner` (chapter 04) against full forwards;
-    - ``shift_probe``: :class:`~ltvlib.linearity.ShiftProbe` (chapter 05, single-token passes from block
+    - ``last_token``: :class:`~ltvlib.analysis.key_heads.LastTokenRunner` (chapter 04) against full forwards;
+    - ``shift_probe``: :class:`~ltvlib.analysis.linearity.ShiftProbe` (chapter 05, single-token passes from block
       ``l``) against the final-norm input of a full forward;
     - ``embedding``: the residual stream entering block 0 against the embedding rows times
       ``sqrt(d_model)`` (if the site table says the architecture scales its embeddings) or 1, and against
@@ -522,7 +454,7 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
         "sliding_window": int | None (None: no sliding-window layers), "final_norm_input_rms": float}`` (the
         last means the RMS of the final norm's input at the last token with the vector injected).
     """
-    from .ltv import answer_loss
+    from ..ltv import answer_loss
 
     splits = load_splits(task, n_train=40, n_val=8)
     queries = list(splits.test[:n])
@@ -610,7 +542,7 @@ def function_vector_write(lm: Any, fv: Any) -> dict[str, float]:
         for an architecture without an attention-output norm the shares, the marginal effects and the terms
         are the same vector.
     """
-    from .sites import attn_output_norm, inverse_rms, o_proj
+    from ..sites import attn_output_norm, inverse_rms, o_proj
 
     means = fv.mean_outputs.to(device=lm.device, dtype=torch.float32)
     terms = torch.zeros(lm.d_model, dtype=torch.float64)
@@ -641,9 +573,11 @@ def function_vector_write(lm: Any, fv: Any) -> dict[str, float]:
 def clear_memory() -> None:
     """Drop the prompt sets, runners and probes that the measuring modules keep in memory between calls (they
     hold a reference to their model), so that a model deleted by the caller is freed before the next loads."""
-    from . import experiments, experiments_extracted, key_heads, linearity, ltv
+    from .. import ltv
+    from ..analysis import key_heads
+    from . import extracted, linearity, ltvs
 
-    for store in (experiments._TEST_SETS, experiments_extracted._EVALSETS, ltv._RUNNERS, key_heads._RUNNERS,
+    for store in (ltvs._TEST_SETS, extracted._EVALSETS, ltv._RUNNERS, key_heads._RUNNERS,
                   linearity._PROBES, linearity._EVALSETS):
         store.clear()
     gc.collect()
@@ -671,28 +605,21 @@ def architecture_row(lm: Any) -> dict[str, Any]:
 
 
 __all__ = [
-    "ACROSS_MODELS_SIZES",
     "EXTRACTED",
     "AcrossModelsSizes",
-    "across_sizes",
     "architecture_row",
     "attention_write_check",
     "check_code_paths",
     "clear_memory",
     "correct_at",
-    "extracted_layers",
     "function_vector_write",
     "icl_reference",
     "key_head_correct",
     "key_head_results",
-    "linearity_layers",
     "linearity_results",
     "middle_layer_results",
     "middle_ltv",
-    "plan_tasks",
     "stream_rms",
-    "sweep_ltv_layers",
     "sweep_ltvs",
     "sweep_results",
-    "table_layers",
 ]

@@ -3,7 +3,7 @@
 A task vector injected at the last token (at any layer) cannot change the keys and values of earlier
 tokens, because attention is causal. So when training or sweeping vectors at the last positions, the
 prefix's keys and values are computed once without gradients and every later forward processes only the
-tail. Gradients through the tail equal those of a full forward (``tests/test_prefix.py`` checks it).
+tail. Gradients through the tail equal those of a full forward (``tests/test_kv_cache.py`` checks it).
 
 Shapes: per layer, keys and values ``(batch, n_kv_heads, prefix_len, head_dim)``; the prefix mask
 ``(batch, prefix_len)``; ``next_position`` ``(batch,)`` is the number of real prefix tokens, i.e. the

@@ -2,7 +2,7 @@
 
 Every vector here is the paper's baseline LTV: one vector ``(d_model,)`` *added* to the residual stream entering
 the middle block ``L // 2`` at the last prompt position, trained on zero-shot prompts
-(:func:`ltvlib.experiments.profile_ltv`, the same cache entries as chapter 0; seed 0 is chapter 0's vector).
+(:func:`ltvlib.study.ltvs.trained_ltv`, the same cache entries as chapter 0; seed 0 is chapter 0's vector).
 Seeds change the initialisation and the order in which training queries are drawn, never the data split.
 
 - :func:`task_vectors` trains (or reads back) the LTVs of several tasks and seeds; :func:`stack_vectors`,
@@ -33,23 +33,22 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .cache import cached_json, dependency_hash, task_key
-from .controls import ControlSummary, random_like, summarise_control
-from .evaluate import EvalSet, evaluate
-from .inject import VectorEdit
-from .experiments import profile_ltv, profile_splits
-from .ltv import LearnedTaskVector
-from .profiles import Profile
-from .prompts import encode_prompts
-from .stats import Estimate
-from .tasks import PAPER_TASKS, get_task
+from ..analysis.controls import ControlSummary, random_like, summarise_control
+from ..cache import cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet, evaluate
+from ..inject import VectorEdit
+from ..ltv import LearnedTaskVector
+from ..prompts import encode_prompts
+from ..stats import Estimate
+from ..tasks import get_task
+from .ltvs import RunSizes, task_splits, trained_ltv
 
 #: The paper's cross-task transfer number: the SNLI-trained LTV evaluated on RTE (Llama-3.1-8B), in %.
 PAPER_SNLI_TO_RTE = 46.21
 
 @dataclass(frozen=True)
 class GeneralizationSizes:
-    """What the generalisation study covers in one profile.
+    """What the generalisation study covers in one run (a table of :mod:`ltvlib.study.plans`).
 
     Attributes:
         tasks: tasks whose LTVs are compared and crossed (rows and columns of the transfer matrix).
@@ -88,36 +87,13 @@ class GeneralizationSizes:
         )
 
 
-GENERALIZATION_SIZES: dict[str, GeneralizationSizes] = {
-    "smoke": GeneralizationSizes(tasks=("antonym", "sst2", "snli", "rte"), seeds=(0, 1), fewer_seeds=(("rte", (0,)),),
-                                 control_draws=2),
-    "cpu": GeneralizationSizes(tasks=PAPER_TASKS, seeds=(0, 1), fewer_seeds=(("snli", (0,)), ("rte", (0,)))),
-    "paper": GeneralizationSizes(tasks=PAPER_TASKS, seeds=(0, 1, 2, 3, 4)),
-}
-"""Per profile. ``cpu`` (chapter 06 held to about 8-10 minutes on two CPU cores, so that the book builds in
-about 90): chapter 0 has already trained every task's seed-0 vector, so the cost here is the extra seeds, the
-transfer evaluations and the composition vectors (:mod:`ltvlib.composition`). Measured single-threaded on the
-book's 2-core machine: a second seed costs 25-70 CPU seconds for the short-prompt tasks (Capital, Capitalize,
-Antonym, TREC; Antonym 54 s, a third seed still 30 s), about 100 s for SST-2 and for SNLI and over 300 s for
-RTE; the 7 x 7 transfer matrix about 4 minutes (each target's test prompts once, then about a second per
-vector). So five tasks get two seeds, SNLI and RTE (the costliest) keep chapter 0's single vector. ``smoke``
-keeps SNLI and RTE so the SNLI -> RTE cell runs."""
-
-
-def generalization_sizes(profile: Profile) -> GeneralizationSizes:
-    """The :data:`GENERALIZATION_SIZES` entry of ``profile`` (the profile's tasks, seeds 0-2, otherwise)."""
-    if profile.name in GENERALIZATION_SIZES:
-        return GENERALIZATION_SIZES[profile.name]
-    return GeneralizationSizes(tasks=profile.tasks, seeds=(0, 1, 2))
-
-
 # --------------------------------------------------------------------------------------------------------
 # Vectors
 # --------------------------------------------------------------------------------------------------------
 
 
 def task_vectors(
-    lm: Any, profile: Profile, sizes: GeneralizationSizes, *, progress: bool = False
+    lm: Any, run_sizes: RunSizes, sizes: GeneralizationSizes, *, progress: bool = False
 ) -> dict[tuple[str, int], LearnedTaskVector]:
     """The middle-layer, last-position LTV of every task and seed of ``sizes``, keyed ``(task, seed)``.
 
@@ -127,7 +103,7 @@ def task_vectors(
     out = {}
     for task in sizes.tasks:
         for seed in sizes.seeds_of(task):
-            out[(task, seed)] = profile_ltv(lm, task, profile, layers=[lm.middle_layer], seed=seed, progress=progress)
+            out[(task, seed)] = trained_ltv(lm, task, run_sizes, layers=[lm.middle_layer], seed=seed, progress=progress)
     return out
 
 
@@ -288,8 +264,8 @@ def shared_labels(source: str, target: str) -> tuple[str, ...]:
 _TARGET_SETS: dict[tuple, EvalSet] = {}
 
 
-def _target_set(lm: Any, target: str, profile: Profile, layer: int) -> EvalSet:
-    splits = profile_splits(target, profile)
+def _target_set(lm: Any, target: str, run_sizes: RunSizes, layer: int) -> EvalSet:
+    splits = task_splits(target, run_sizes)
     key = (id(lm.model), target, splits.test, layer)
     if key not in _TARGET_SETS:
         _TARGET_SETS.clear()
@@ -311,12 +287,12 @@ def _top_predictions(predicted: Sequence[str], k: int = 3) -> list[list[Any]]:
     return [[tok, count / n] for tok, count in Counter(predicted).most_common(k)]
 
 
-def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, profile: Profile) -> dict[str, Any]:
+def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, run_sizes: RunSizes) -> dict[str, Any]:
     """Accuracy of ``ltv`` (trained on its own task) injected as trained into ``target``'s zero-shot test prompts.
 
     The vector is added at its own sites (block input of its layer, its positions); the prompts, gold
     answers and metric are the target's. On the diagonal (``target == ltv.task``) the number equals
-    :func:`ltvlib.experiments.ltv_accuracy` (tested); it is computed here on the same cached prompts as the
+    :func:`ltvlib.study.ltvs.ltv_accuracy` (tested); it is computed here on the same cached prompts as the
     rest of the target's column rather than read from that function's cache, since those prompts must be run
     for the other sources anyway.
 
@@ -329,13 +305,13 @@ def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, profile: Pro
     get_task(target)
     if ltv.positions != (-1,):
         raise ValueError(f"transfer evaluates last-position LTVs; this one sits at positions {ltv.positions}")
-    splits = profile_splits(target, profile)
+    splits = task_splits(target, run_sizes)
     key = {"what": "ltv-transfer", "model": lm.name, "target": task_key(target), "n_test": len(splits.test),
            "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
            "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
-        es = _target_set(lm, target, profile, min(ltv.layers))
+        es = _target_set(lm, target, run_sizes, min(ltv.layers))
         return {**_scored(es, ltv.edits()), "source": ltv.task, "seed": ltv.seed, "target": target}
 
     return cached_json("ltv-transfer", key, compute)
@@ -351,10 +327,10 @@ def _scored(es: EvalSet, edits: Sequence[Any]) -> dict[str, Any]:
 
 
 def random_transfer(
-    lm: Any, ltv: LearnedTaskVector, target: str, profile: Profile, *, n_draws: int, seed: int = 0
+    lm: Any, ltv: LearnedTaskVector, target: str, run_sizes: RunSizes, *, n_draws: int, seed: int = 0
 ) -> list[dict[str, Any]]:
     """The control of :func:`transfer_accuracy`: ``n_draws`` random vectors with ``ltv``'s norm per site
-    (:func:`ltvlib.controls.random_like`, seeded by ``seed``) injected where ``ltv`` goes, on ``target``'s
+    (:func:`ltvlib.analysis.controls.random_like`, seeded by ``seed``) injected where ``ltv`` goes, on ``target``'s
     test prompts (the same prompts, in the same order, as :func:`transfer_accuracy`'s). Cached.
 
     Returns:
@@ -362,13 +338,13 @@ def random_transfer(
     """
     if n_draws < 1:
         raise ValueError(f"n_draws must be at least 1, got {n_draws}")
-    splits = profile_splits(target, profile)
+    splits = task_splits(target, run_sizes)
     key = {"what": "ltv-transfer-random", "model": lm.name, "target": task_key(target), "n_test": len(splits.test),
            "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
            "n_draws": n_draws, "seed": seed, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
-        es = _target_set(lm, target, profile, min(ltv.layers))
+        es = _target_set(lm, target, run_sizes, min(ltv.layers))
         draws = random_like(ltv.vectors.float(), n_draws, seed)
         out = []
         for k in range(n_draws):
@@ -433,7 +409,7 @@ def gap_interval(
 
 def gap_permutation(groups: Sequence[str], cos: Tensor, *, n_permutations: int = 999, seed: int = 0) -> ControlSummary:
     """The control of :func:`cluster_gap`: the same statistic with the group labels shuffled among the vectors
-    (:func:`ltvlib.controls.summarise_control`, one-sided ``"greater"``): what any grouping of these vectors
+    (:func:`ltvlib.analysis.controls.summarise_control`, one-sided ``"greater"``): what any grouping of these vectors
     into groups of these sizes gives."""
     rng = np.random.default_rng(seed)
     labels = list(groups)
@@ -456,7 +432,7 @@ def control_margin(summary: ControlSummary, *, n: int, seeds: int = 1, confidenc
 
 
 def transfer_matrix(
-    lm: Any, ltvs: Mapping[tuple[str, int], LearnedTaskVector], profile: Profile, sizes: GeneralizationSizes,
+    lm: Any, ltvs: Mapping[tuple[str, int], LearnedTaskVector], run_sizes: RunSizes, sizes: GeneralizationSizes,
 ) -> list[dict[str, Any]]:
     """:func:`transfer_accuracy` of every ``sizes.transfer_seeds`` vector of every task on every task, and of
     every trained seed on its own task.
@@ -468,5 +444,5 @@ def transfer_matrix(
         for source in sizes.tasks:
             seeds = sizes.seeds_of(source) if source == target else sizes.transfer_seeds
             for seed in seeds:
-                rows.append(transfer_accuracy(lm, ltvs[(source, seed)], target, profile))
+                rows.append(transfer_accuracy(lm, ltvs[(source, seed)], target, run_sizes))
     return rows

@@ -6,17 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from ltvlib.experiments_extracted import (
+from ltvlib.study.extracted import (
     better_vanilla_form,
+    cached_function_vector,
+    cached_vanilla_tv,
     compare_at_layer,
     extracted_curve,
-    extracted_sizes,
     gap_change,
-    profile_function_vector,
-    profile_vanilla_tv,
     strongest_extracted,
 )
-from ltvlib.profiles import get_profile
+from ltvlib.study.plans import EXTRACTED_SIZES, get_profile, run_sizes
 
 
 @pytest.fixture()
@@ -26,47 +25,34 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_vectors_and_curves_are_cached(llama, cache):
-    prof = get_profile("smoke")
-    tv = profile_vanilla_tv(llama, "antonym", prof)
-    assert tv.layer is not None and tv.config.n_contexts == extracted_sizes(prof).vanilla_tv.n_contexts
-    again = profile_vanilla_tv(llama, "antonym", prof)
+    run = run_sizes(get_profile("smoke"))
+    tv = cached_vanilla_tv(llama, "antonym", run)
+    assert tv.layer is not None and tv.config.n_contexts == EXTRACTED_SIZES["smoke"].vanilla_tv.n_contexts
+    again = cached_vanilla_tv(llama, "antonym", run)
     torch.testing.assert_close(again.icl_states, tv.icl_states)
     assert again.layer == tv.layer
-    fv = profile_function_vector(llama, "antonym", prof)
-    torch.testing.assert_close(profile_function_vector(llama, "antonym", prof).vector, fv.vector)
+    fv = cached_function_vector(llama, "antonym", run)
+    torch.testing.assert_close(cached_function_vector(llama, "antonym", run).vector, fv.vector)
     assert len(list((cache / "vectors").rglob("*.safetensors"))) == 2
-    curve = extracted_curve(llama, "antonym", prof, "function_vector", [0, 2])
+    curve = extracted_curve(llama, "antonym", run, "function_vector", [0, 2])
     assert set(curve["layers"]) == {"0", "2"} and curve["heads"] == [list(h) for h in fv.heads]
-    assert extracted_curve(llama, "antonym", prof, "function_vector", [0, 2]) == curve
+    assert extracted_curve(llama, "antonym", run, "function_vector", [0, 2]) == curve
     per_query = curve["layers"]["0"]
     assert len(per_query["correct"]) == per_query["n"] and np.mean(per_query["correct"]) == per_query["accuracy"]
-    chosen = extracted_curve(llama, "antonym", prof, "vanilla_tv", None)
+    chosen = extracted_curve(llama, "antonym", run, "vanilla_tv", None)
     assert chosen["chosen_layer"] == tv.layer and set(chosen["layers"]) == {str(tv.layer)}
-    diff = extracted_curve(llama, "antonym", prof, "vanilla_tv_difference", [1])
+    diff = extracted_curve(llama, "antonym", run, "vanilla_tv_difference", [1])
     assert 0 <= diff["layers"]["1"]["accuracy"] <= 1
 
 
 def test_bad_arguments(llama, cache):
-    prof = get_profile("smoke")
+    run = run_sizes(get_profile("smoke"))
     with pytest.raises(ValueError, match="unknown method"):
-        extracted_curve(llama, "antonym", prof, "ltv", [0])
+        extracted_curve(llama, "antonym", run, "ltv", [0])
     with pytest.raises(ValueError, match="task's own template"):
-        extracted_curve(llama, "antonym", prof, "function_vector", [0], template="hendel")
+        extracted_curve(llama, "antonym", run, "function_vector", [0], template="hendel")
     with pytest.raises(ValueError, match="Vanilla TVs only"):
-        extracted_curve(llama, "antonym", prof, "function_vector", None)
-
-
-def test_ltv_layers_per_profile(llama):
-    from ltvlib.experiments_extracted import ltv_layers
-
-    class Big:  # only the sizes matter
-        n_layers, middle_layer = 30, 15
-
-    assert ltv_layers(Big, "antonym", get_profile("cpu")) == [0, 6, 12, 15, 17, 23, 29]
-    assert ltv_layers(Big, "sst2", get_profile("cpu")) == [15]
-    assert ltv_layers(Big, "sst2", get_profile("paper")) == list(range(30))
-    assert ltv_layers(Big, "antonym", get_profile("smoke")) == [0, 15, 29]
-    assert ltv_layers(llama, "antonym", get_profile("smoke")) == [0, 1, 2]
+        extracted_curve(llama, "antonym", run, "function_vector", None)
 
 
 def _synthetic(rng, tasks=("a", "b", "c"), layers=(0, 5, 9), n=150):

@@ -19,7 +19,7 @@ token (teacher forcing). It chooses between two exact paths:
 Layouts (columns left to right): full ``[pad][shared][row][answer]``; tail
 ``[shared][pad][row minus tail][pad][tail][answer]`` (the second padding only when the rows' tails differ, so
 that every row's last prompt token is in the same column). Positions come from the attention mask, so both layouts
-give the same numbers up to floating-point rounding (``tests/test_runner.py``).
+give the same numbers up to floating-point rounding (``tests/test_forward.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from .inject import Mode, Site, VectorEdit, inject, record_residual
-from .prefix import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
+from .kv_cache import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from .prompts import EncodedPrompts, pad_left, pad_right
 from .sites import check_layer
 
@@ -391,7 +391,7 @@ class PromptRunner:
                 raise ValueError(
                     f"injected position {p} (layer {edit.layer}) lies in the cached prefix: this runner recomputes "
                     f"only the last tail={self.tail} prompt tokens. Build the runner (the `tail` argument of "
-                    f"PromptRunner / EvalSet) with {need}; ltvlib.runner.tail_needed(positions) gives the tail "
+                    f"PromptRunner / EvalSet) with {need}; ltvlib.forward.tail_needed(positions) gives the tail "
                     f"that covers a set of positions"
                 )
 

@@ -1,24 +1,23 @@
-"""Cached extracted task vectors (Vanilla TV, Function Vectors) and their layer curves, per profile.
+"""Cached extracted task vectors (Vanilla TV, Function Vectors) and their layer curves.
 
-Like :mod:`ltvlib.experiments`, every function is keyed by (model, task, sizes, config, seed, code version) in
+Like :mod:`ltvlib.study.ltvs`, every function is keyed by (model, task, sizes, config, seed, code version) in
 the on-disk cache (:mod:`ltvlib.cache`): vectors in ``vectors/vanilla_tv`` and ``vectors/function_vector``,
 accuracies in ``results/extracted-curve``. Later chapters get the same vectors by calling the same function.
 
-How much an extraction spends depends on the profile (:data:`EXTRACTED_SIZES`): the papers' own sizes in
-``paper``; in ``cpu`` fewer Function-Vector prompts, because 100 ten-shot prompts of the long tasks (RTE
-prompts have about 940 tokens) cost minutes each on two CPU cores; tiny sizes in ``smoke``.
+How much an extraction spends is the run's (``RunSizes.vanilla_tv`` and ``.function_vector``, set per chapter
+parameter by :mod:`ltvlib.study.plans`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any, Literal
 
 import numpy as np
 
-from .baselines.function_vector import FunctionVector, FunctionVectorConfig, extract_function_vector
-from .baselines.vanilla_tv import (
+from ..baselines.function_vector import FunctionVector, FunctionVectorConfig, extract_function_vector
+from ..baselines.vanilla_tv import (
     VanillaTaskVector,
     VanillaTVConfig,
     extract_vanilla_tv,
@@ -26,85 +25,25 @@ from .baselines.vanilla_tv import (
     select_layer,
     vanilla_task,
 )
-from .cache import cache_path, cached_json, dependency_hash, task_key
-from .evaluate import EvalSet, evaluate
-from .experiments import profile_splits, task_contrast, task_mean, task_mean_difference
-from .profiles import Profile, sweep_layers
-from .sites import check_layer
-from .stats import Estimate
-from .tasks import get_task
+from ..cache import cache_path, cached_json, dependency_hash, task_key
+from ..evaluate import EvalSet, evaluate
+from ..sites import check_layer
+from ..stats import Estimate
+from ..tasks import get_task
+from .ltvs import RunSizes, sweep_with_middle, task_contrast, task_mean, task_mean_difference, task_splits
 
 Method = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
 METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
 
 
-@dataclass(frozen=True)
-class ExtractedSizes:
-    """Extraction configs and LTV-sweep coverage of one profile.
-
-    Attributes:
-        vanilla_tv: the Vanilla TV config (its ``template`` is overridden per call where a chapter says so).
-        function_vector: the Function Vector config.
-        ltv_sweep_tasks: tasks whose LTV is trained at several layers (None = all the profile's tasks);
-            LTVs of the other tasks are trained at the middle layer only.
-        ltv_sweep_layers: how many evenly spread layers those LTVs get (plus the middle layer); None = the
-            profile's sweep layers. Training one LTV costs 10-60 s on a CPU; extracted vectors cost
-            one single-token pass per layer, so they always get the profile's full sweep.
-    """
-
-    vanilla_tv: VanillaTVConfig
-    function_vector: FunctionVectorConfig
-    ltv_sweep_tasks: tuple[str, ...] | None
-    ltv_sweep_layers: int | None = None
-
-
-EXTRACTED_SIZES: dict[str, ExtractedSizes] = {
-    "smoke": ExtractedSizes(
-        vanilla_tv=VanillaTVConfig(n_contexts=2, n_dev=8),
-        function_vector=FunctionVectorConfig(shots=4, n_mean=4, n_ie=2),
-        ltv_sweep_tasks=("antonym",),
-        ltv_sweep_layers=2,
-    ),
-    "cpu": ExtractedSizes(
-        vanilla_tv=VanillaTVConfig(n_contexts=8, n_dev=50),
-        function_vector=FunctionVectorConfig(n_mean=20, n_ie=5),
-        # The four short-prompt tasks get six spread layers (0, 6, 12, 17, 23, 29 of 30, plus the middle one):
-        # 24 more LTVs, about 10 CPU-minutes. Ten layers (40 LTVs, about 15 minutes) no longer fit chapter 01's
-        # budget once its middle-layer LTVs have three seeds. SST-2, SNLI and RTE prompts are 3-13 times longer,
-        # and one of their LTVs costs 1.5-4 minutes at the middle layer, more at early layers.
-        ltv_sweep_tasks=("capital", "capitalize", "antonym", "trec"),
-        ltv_sweep_layers=6,
-    ),
-    "paper": ExtractedSizes(
-        vanilla_tv=VanillaTVConfig(), function_vector=FunctionVectorConfig(), ltv_sweep_tasks=None,
-    ),
-}
-
-
-def extracted_sizes(profile: Profile) -> ExtractedSizes:
-    """The extraction sizes of ``profile`` (raises ``ValueError`` for a profile without an entry)."""
-    if profile.name not in EXTRACTED_SIZES:
-        raise ValueError(f"no extraction sizes for profile {profile.name!r}; known: {', '.join(EXTRACTED_SIZES)}")
-    return EXTRACTED_SIZES[profile.name]
-
-
-def ltv_layers(lm: Any, task: str, profile: Profile) -> list[int]:
-    """The layers at which the chapters train an LTV of ``task`` in ``profile`` (always with the middle one)."""
-    sizes = extracted_sizes(profile)
-    if sizes.ltv_sweep_tasks is not None and task not in sizes.ltv_sweep_tasks:
-        return [lm.middle_layer]
-    k = sizes.ltv_sweep_layers if sizes.ltv_sweep_layers is not None else profile.n_sweep_layers
-    return sorted(set(sweep_layers(lm.n_layers, replace(profile, n_sweep_layers=k))) | {lm.middle_layer})
-
-
-def profile_vanilla_tv(
-    lm: Any, task: str, profile: Profile, *, config: VanillaTVConfig | None = None, seed: int = 0,
+def cached_vanilla_tv(
+    lm: Any, task: str, run_sizes: RunSizes, *, config: VanillaTVConfig | None = None, seed: int = 0,
     select_layers: Sequence[int] | None = None,
 ) -> VanillaTaskVector:
-    """The Vanilla TV of ``task`` from the profile's training split, its layer chosen on the validation split
+    """The Vanilla TV of ``task`` from the training split at ``run_sizes``, its layer chosen on the validation split
     over ``select_layers`` (default: every layer). Cached in ``vectors/vanilla_tv``."""
-    config = replace(config or extracted_sizes(profile).vanilla_tv, seed=seed)
-    splits = profile_splits(task, profile)
+    config = replace(config or run_sizes.vanilla_tv, seed=seed)
+    splits = task_splits(task, run_sizes)
     layers = sorted({check_layer(l, lm.n_layers) for l in (select_layers or range(lm.n_layers))})
     key = {"model": lm.name, "task": task_key(task), "config": asdict(config), "n_train": len(splits.train),
            "n_val": len(splits.validation), "select_layers": layers, "source": dependency_hash(__name__)}
@@ -117,12 +56,13 @@ def profile_vanilla_tv(
     return tv
 
 
-def profile_function_vector(
-    lm: Any, task: str, profile: Profile, *, config: FunctionVectorConfig | None = None, seed: int = 0
+def cached_function_vector(
+    lm: Any, task: str, run_sizes: RunSizes, *, config: FunctionVectorConfig | None = None, seed: int = 0
 ) -> FunctionVector:
-    """The Function Vector of ``task`` from the profile's training split. Cached in ``vectors/function_vector``."""
-    config = replace(config or extracted_sizes(profile).function_vector, seed=seed)
-    splits = profile_splits(task, profile)
+    """The Function Vector of ``task`` from the training split at ``run_sizes``. Cached in
+    ``vectors/function_vector``."""
+    config = replace(config or run_sizes.function_vector, seed=seed)
+    splits = task_splits(task, run_sizes)
     key = {"model": lm.name, "task": task_key(task), "config": asdict(config), "n_train": len(splits.train),
            "source": dependency_hash(__name__)}
     path = cache_path("function_vector", key, ".safetensors")
@@ -138,8 +78,8 @@ def profile_function_vector(
 _EVALSETS: dict[tuple, EvalSet] = {}
 
 
-def _test_evalset(lm: Any, task: str, profile: Profile, template: str) -> EvalSet:
-    splits = profile_splits(task, profile)
+def _test_evalset(lm: Any, task: str, run_sizes: RunSizes, template: str) -> EvalSet:
+    splits = task_splits(task, run_sizes)
     key = (id(lm.model), task, template, tuple(splits.test))
     if key not in _EVALSETS:
         while len(_EVALSETS) >= 2:
@@ -153,7 +93,7 @@ def _summary(r: Any) -> dict[str, Any]:
 
 
 def extracted_curve(
-    lm: Any, task: str, profile: Profile, method: Method, layers: Sequence[int] | None, *, seed: int = 0,
+    lm: Any, task: str, run_sizes: RunSizes, method: Method, layers: Sequence[int] | None, *, seed: int = 0,
     template: str = "task",
 ) -> dict[str, Any]:
     """Test accuracy of an extracted vector injected at each of ``layers`` (cached).
@@ -169,7 +109,7 @@ def extracted_curve(
     Returns:
         ``{"layers": {str(layer): {"accuracy", "label_accuracy", "n", "correct"}}, "zero_shot": {...},
         "chosen_layer", "seconds"}``; ``correct`` is per test query, in split order (for paired comparisons);
-        ``chosen_layer`` is the Vanilla TV's validation choice among the profile's sweep layers and the middle
+        ``chosen_layer`` is the Vanilla TV's validation choice among the run's sweep layers and the middle
         layer (None for FVs).
     """
     if method not in METHODS:
@@ -179,28 +119,28 @@ def extracted_curve(
     if layers is None and method == "function_vector":
         raise ValueError("layers=None (the validation-chosen layer) exists for Vanilla TVs only")
     layers = None if layers is None else [check_layer(l, lm.n_layers) for l in layers]
-    sizes = extracted_sizes(profile)
     get_task(task)
-    n_test = len(profile_splits(task, profile).test)
+    n_test = len(task_splits(task, run_sizes).test)
     if method == "function_vector":
-        config: Any = replace(sizes.function_vector, seed=seed)
+        config: Any = replace(run_sizes.function_vector, seed=seed)
     else:
-        config = replace(sizes.vanilla_tv, seed=seed, template=template,
+        config = replace(run_sizes.vanilla_tv, seed=seed, template=template,
                          form="replace" if method == "vanilla_tv" else "difference")
     key = {"model": lm.name, "task": task_key(task), "method": method, "layers": layers, "config": asdict(config),
-           "n_train": profile.n_train, "n_val": profile.n_val, "n_test": n_test, "source": dependency_hash(__name__)}
+           "n_train": run_sizes.n_train, "n_val": run_sizes.n_val, "n_test": n_test,
+           "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
-        es = _test_evalset(lm, task, profile, template)
+        es = _test_evalset(lm, task, run_sizes, template)
         if method == "function_vector":
-            fv = profile_function_vector(lm, task, profile, config=config, seed=seed)
+            fv = cached_function_vector(lm, task, run_sizes, config=config, seed=seed)
             res = {l: evaluate(es, fv.edits(l), site="block_output", mode="add") for l in layers}
             chosen, seconds, extra = None, fv.seconds, {"heads": [list(h) for h in fv.heads], "fv_layer": fv.layer}
         else:
             # one extraction serves both forms: the key of the stored vector ignores the form
-            # the layer is chosen among the profile's sweep layers (every layer in `paper`)
-            candidates = sorted(set(sweep_layers(lm.n_layers, profile)) | {lm.middle_layer})
-            tv = profile_vanilla_tv(lm, task, profile, config=replace(config, form="replace"), seed=seed,
+            # the layer is chosen among the run's sweep layers and the middle layer
+            candidates = sweep_with_middle(lm.n_layers, run_sizes)
+            tv = cached_vanilla_tv(lm, task, run_sizes, config=replace(config, form="replace"), seed=seed,
                                     select_layers=candidates)
             res = layer_accuracies(es, tv, [tv.layer] if layers is None else layers, config.form)
             chosen, seconds, extra = tv.layer, tv.seconds, {}
@@ -254,7 +194,7 @@ def compare_at_layer(
     Returns:
         ``{"vanilla_form": the Vanilla TV form compared (:func:`better_vanilla_form`), "LTV", "FV",
         "Vanilla TV": task-average accuracies, "LTV − FV", "LTV − Vanilla TV": paired differences}``, each an
-        :class:`~ltvlib.stats.Estimate` (stratified bootstrap: :func:`ltvlib.experiments.task_contrast`).
+        :class:`~ltvlib.stats.Estimate` (stratified bootstrap: :func:`ltvlib.study.ltvs.task_contrast`).
     """
     if not tasks:
         raise ValueError(f"compare_at_layer: no task to compare at layer {layer}")

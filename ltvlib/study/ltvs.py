@@ -1,6 +1,7 @@
-"""Cached building blocks the chapters share: splits per profile, ICL references, trained LTVs.
+"""Cached building blocks the chapters share: the run's sizes (:class:`RunSizes`), splits at those sizes, ICL
+references, trained LTVs.
 
-Every function here is keyed by (model, task with its data, profile sizes, seed, code version) in the on-disk cache
+Every function here is keyed by (model, task with its data, sizes, seed, code version) in the on-disk cache
 (:mod:`ltvlib.cache`), so a chapter re-run, or a later chapter needing the same number, reads it back.
 
 Accuracies come back with their per-query correctness (``"correct"``, the test queries in split order), so a
@@ -11,72 +12,106 @@ methods on the same queries (:func:`ltvlib.stats.paired_bootstrap_difference`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from .cache import cached_json, task_key
-from .evaluate import EvalSet, evaluate
-from .ltv import LearnedTaskVector, cached_ltv
-from .profiles import Profile
-from .stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
-from .tasks import TaskSplits, get_task, load_splits
+from ..baselines.function_vector import FunctionVectorConfig
+from ..baselines.vanilla_tv import VanillaTVConfig
+from ..cache import cached_json, task_key
+from ..evaluate import EvalSet, evaluate
+from ..ltv import LearnedTaskVector, TrainConfig, cached_ltv
+from ..stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
+from ..tasks import TaskSplits, get_task, load_splits
 
 # Bumped when the stored records gain a field (2: per-query "correct"), so an older record is not read back.
 RECORD_FORMAT = 2
 
 
-def headline_seeds(profile: Profile, seed: int = 0) -> tuple[int, ...]:
-    """The training seeds of the profile's headline LTVs, offset by a chapter's ``seed`` parameter
-    (``cpu``: 0, 1, 2 for ``seed=0``)."""
-    return tuple(seed + s for s in profile.headline_seeds)
+@dataclass(frozen=True)
+class RunSizes:
+    """The sizes every chapter's measurements share, as :mod:`ltvlib.study.plans` sets them for a run.
+
+    Attributes:
+        n_train, n_val: LTV training and validation queries per task (the split's first ones).
+        n_test: test queries per task (None = the whole test split).
+        n_test_icl: test queries of k-shot evaluations, whose prompts are long (None = the whole test split).
+        icl_demo_sets: fixed demonstration blocks for k-shot evaluation (None = fresh demonstrations per query).
+        recipe: the LTV training config.
+        n_sweep_layers: layers of a layer sweep, evenly spread (:func:`spread_layers`; None = every layer).
+        vanilla_tv, function_vector: the extraction configs of the extracted vectors (their ``template`` and
+            ``seed`` are set per call where a chapter says so).
+    """
+
+    n_train: int
+    n_val: int
+    n_test: int | None
+    n_test_icl: int | None
+    icl_demo_sets: int | None
+    recipe: TrainConfig
+    n_sweep_layers: int | None
+    vanilla_tv: VanillaTVConfig
+    function_vector: FunctionVectorConfig
 
 
-def profile_splits(task: str, profile: Profile, *, icl: bool = False) -> TaskSplits:
-    """The task's splits at the profile's sizes (the split itself is seeded with 0 and never moves)."""
-    splits = load_splits(task, seed=0, n_train=profile.n_train, n_val=profile.n_val)
-    n_test = profile.n_test_icl if icl else profile.n_test
+def spread_layers(n_layers: int, k: int | None) -> list[int]:
+    """``k`` evenly spread layers from 0 to ``n_layers - 1`` (every layer for ``k`` None or ``k >= n_layers``)."""
+    if k is None or k >= n_layers:
+        return list(range(n_layers))
+    return sorted({round(i * (n_layers - 1) / (k - 1)) for i in range(k)})
+
+
+def sweep_with_middle(n_layers: int, run_sizes: RunSizes) -> list[int]:
+    """The run's sweep layers (:func:`spread_layers`) and the middle layer ``n_layers // 2``: the layers among
+    which a Vanilla TV's layer is chosen, and chapter 01's layers of the extracted vectors."""
+    return sorted(set(spread_layers(n_layers, run_sizes.n_sweep_layers)) | {n_layers // 2})
+
+
+def task_splits(task: str, run_sizes: RunSizes, *, icl: bool = False) -> TaskSplits:
+    """The task's splits at ``run_sizes`` (the split itself is seeded with 0 and never moves)."""
+    splits = load_splits(task, seed=0, n_train=run_sizes.n_train, n_val=run_sizes.n_val)
+    n_test = run_sizes.n_test_icl if icl else run_sizes.n_test
     if n_test is not None:
         splits = TaskSplits(splits.task, splits.train, splits.validation, splits.test[:n_test], splits.seed)
     return splits
 
 
-def icl_accuracy(lm: Any, task: str, shots: int, profile: Profile, *, seed: int = 0) -> dict[str, Any]:
+def icl_accuracy(lm: Any, task: str, shots: int, run_sizes: RunSizes, *, seed: int = 0) -> dict[str, Any]:
     """First-token (and label) accuracy of ``shots``-shot prompts on the test split; 0 shots = zero-shot.
 
-    Demonstrations come from the training split; with ``profile.icl_demo_sets`` they are drawn as that many
+    Demonstrations come from the training split; with ``run_sizes.icl_demo_sets`` they are drawn as that many
     fixed blocks shared by the queries in turn, otherwise fresh for every query.
     """
-    splits = profile_splits(task, profile, icl=shots > 0)
+    splits = task_splits(task, run_sizes, icl=shots > 0)
     key = {"what": "icl", "model": lm.name, "task": task_key(task), "shots": shots, "n_test": len(splits.test),
-           "n_train": len(splits.train), "demo_sets": profile.icl_demo_sets, "seed": seed, "format": RECORD_FORMAT}
+           "n_train": len(splits.train), "demo_sets": run_sizes.icl_demo_sets, "seed": seed, "format": RECORD_FORMAT}
 
     def compute() -> dict[str, Any]:
         es = EvalSet(lm, task, splits.test, shots=shots, demo_pool=splits.train, seed=seed,
-                     demo_sets=profile.icl_demo_sets if shots else None, cache_rows=False)
+                     demo_sets=run_sizes.icl_demo_sets if shots else None, cache_rows=False)
         r = evaluate(es)
         return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n, "correct": list(r.correct)}
 
     return cached_json("icl", key, compute)
 
 
-def profile_ltv(
-    lm: Any, task: str, profile: Profile, *, layers: list[int] | None = None, positions: tuple[int, ...] = (-1,),
+def trained_ltv(
+    lm: Any, task: str, run_sizes: RunSizes, *, layers: list[int] | None = None, positions: tuple[int, ...] = (-1,),
     shots: int = 0, seed: int = 0, progress: bool = False,
 ) -> LearnedTaskVector:
-    """The LTV of ``task`` trained with the profile's recipe and sizes (cached)."""
-    return cached_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=profile.recipe,
-                      seed=seed, n_train=profile.n_train, n_val=profile.n_val, progress=progress)
+    """The LTV of ``task`` trained with ``run_sizes.recipe`` on the first ``n_train``/``n_val`` queries (cached)."""
+    return cached_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=run_sizes.recipe,
+                      seed=seed, n_train=run_sizes.n_train, n_val=run_sizes.n_val, progress=progress)
 
 
-def profile_ltvs(
-    lm: Any, task: str, profile: Profile, seeds: Sequence[int], *, layers: list[int] | None = None,
+def trained_ltvs(
+    lm: Any, task: str, run_sizes: RunSizes, seeds: Sequence[int], *, layers: list[int] | None = None,
     positions: tuple[int, ...] = (-1,), shots: int = 0, progress: bool = False,
 ) -> list[LearnedTaskVector]:
-    """One :func:`profile_ltv` per seed, in turn: the seeds share the task's prompt caches in memory, so a
+    """One :func:`trained_ltv` per seed, in turn: the seeds share the task's prompt caches in memory, so a
     second and third seed skip the prefix passes that dominate the first one's cost."""
-    return [profile_ltv(lm, task, profile, layers=layers, positions=positions, shots=shots, seed=s,
+    return [trained_ltv(lm, task, run_sizes, layers=layers, positions=positions, shots=shots, seed=s,
                         progress=progress) for s in seeds]
 
 
@@ -97,17 +132,19 @@ def _test_set(
     return _TEST_SETS[key]
 
 
-def ltv_accuracy(lm: Any, ltv: LearnedTaskVector, profile: Profile, *, shots: int = 0, seed: int = 0) -> dict[str, Any]:
+def ltv_accuracy(
+    lm: Any, ltv: LearnedTaskVector, run_sizes: RunSizes, *, shots: int = 0, seed: int = 0
+) -> dict[str, Any]:
     """Test accuracy of a trained LTV injected as trained (cached by the vector's content)."""
-    splits = profile_splits(ltv.task, profile, icl=shots > 0)
+    splits = task_splits(ltv.task, run_sizes, icl=shots > 0)
     key = {"what": "ltv-test", "model": lm.name, "task": task_key(ltv.task), "n_test": len(splits.test), "shots": shots,
            "seed": seed, "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
            "format": RECORD_FORMAT}
 
     def compute() -> dict[str, Any]:
-        from .runner import tail_needed
+        from ..forward import tail_needed
 
-        es = _test_set(lm, ltv.task, splits, shots, seed, profile.icl_demo_sets if shots else None,
+        es = _test_set(lm, ltv.task, splits, shots, seed, run_sizes.icl_demo_sets if shots else None,
                        tail_needed(ltv.positions))
         r = evaluate(es, ltv.edits())
         return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n, "correct": list(r.correct),

@@ -1,4 +1,4 @@
-"""Tests of the book runner ltvlib.book (no model needed)."""
+"""Tests of the book runner ltvlib.book.runner (no model needed)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ltvlib import book
+from ltvlib.book import runner as book
 
 TOC = {
     "format": "jb-book",
@@ -288,7 +288,7 @@ def test_kernel_sees_the_book_root(tmp_path: Path) -> None:
 CLAIMING = DUMMY + textwrap.dedent(
     """
     # %%
-    from ltvlib.scorecard import Claim, record_claims
+    from ltvlib.book.scorecard import Claim, record_claims
     record_claims("00_claims", [Claim(paper_claim=1, key="k", statement="s.", paper="p", ours="o",
                   checks={"c": True}, evidence="ch00-x", evidence_title="t")], model=model, profile=profile, seed=seed)
     """

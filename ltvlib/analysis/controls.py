@@ -171,7 +171,7 @@ def control_excess(
         ValueError: shapes that do not match, fewer than 2 points (3 for a slope), no draw, a value that is not
             finite, an unknown statistic, or a slope without ``x`` or with all ``x`` equal.
     """
-    from .stats import Estimate
+    from ..stats import Estimate
 
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     d = np.asarray(draws, dtype=np.float64)

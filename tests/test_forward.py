@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ltvlib.forward import PositionTail, PromptRunner, tail_needed
 from ltvlib.inject import VectorEdit
 from ltvlib.ltv import answer_loss
 from ltvlib.prompts import answer_ids, encode_prompts
-from ltvlib.runner import PositionTail, PromptRunner, tail_needed
 from ltvlib.tasks import get_task, load_splits
 
 

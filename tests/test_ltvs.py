@@ -1,23 +1,24 @@
-"""Chapter glue: per-query records, seeds per profile, and intervals over tasks (stratified bootstrap)."""
+"""Chapter glue: per-query records, layer spreads, and intervals over tasks (stratified bootstrap)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ltvlib.experiments import (
+from ltvlib.stats import paired_bootstrap_difference, seed_interval
+from ltvlib.study.ltvs import (
     correct_matrix,
     estimate_cell,
-    headline_seeds,
     icl_accuracy,
     ltv_accuracy,
-    profile_ltvs,
+    spread_layers,
+    sweep_with_middle,
     task_contrast,
     task_mean,
     task_mean_difference,
+    trained_ltvs,
 )
-from ltvlib.profiles import get_profile
-from ltvlib.stats import paired_bootstrap_difference, seed_interval
+from ltvlib.study.plans import get_profile, run_sizes
 
 
 @pytest.fixture()
@@ -26,25 +27,26 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_headline_seeds_per_profile():
-    assert headline_seeds(get_profile("cpu")) == (0, 1, 2)
-    assert headline_seeds(get_profile("cpu"), seed=5) == (5, 6, 7)
-    assert headline_seeds(get_profile("paper")) == (0, 1, 2)
-    assert len(headline_seeds(get_profile("smoke"))) == 2
-    # another recipe keeps the profile's seeds
-    assert get_profile("cpu", recipe="paper").headline_seeds == (0, 1, 2)
+def test_spread_layers_and_the_middle_one():
+    assert spread_layers(30, None) == spread_layers(30, 30) == list(range(30))
+    assert spread_layers(30, 3) == [0, 14, 29]  # round(14.5) is 14 (round half to even)
+    assert spread_layers(30, 10) == [0, 3, 6, 10, 13, 16, 19, 23, 26, 29]
+    assert spread_layers(3, 3) == [0, 1, 2]
+    run = run_sizes(get_profile("cpu"))
+    assert sweep_with_middle(30, run) == [0, 3, 6, 10, 13, 15, 16, 19, 23, 26, 29]
+    assert sweep_with_middle(18, run) == [0, 2, 4, 6, 8, 9, 11, 13, 15, 17]
 
 
 def test_records_carry_per_query_correctness(llama, cache):
-    prof = get_profile("smoke")
-    ltvs = profile_ltvs(llama, "antonym", prof, headline_seeds(prof), layers=[1])
+    run = run_sizes(get_profile("smoke"))
+    ltvs = trained_ltvs(llama, "antonym", run, (0, 1), layers=[1])
     assert [v.seed for v in ltvs] == [0, 1] and all(v.layers == (1,) for v in ltvs)
-    records = [ltv_accuracy(llama, v, prof) for v in ltvs]
+    records = [ltv_accuracy(llama, v, run) for v in ltvs]
     m = correct_matrix(records)
     assert m.shape == (2, records[0]["n"])
     np.testing.assert_allclose(m.mean(axis=1), [r["accuracy"] for r in records])
-    assert ltv_accuracy(llama, ltvs[0], prof) == records[0], "read back from the cache"
-    zero = icl_accuracy(llama, "antonym", 0, prof)
+    assert ltv_accuracy(llama, ltvs[0], run) == records[0], "read back from the cache"
+    zero = icl_accuracy(llama, "antonym", 0, run)
     assert len(zero["correct"]) == zero["n"] and np.mean(zero["correct"]) == pytest.approx(zero["accuracy"])
 
 
