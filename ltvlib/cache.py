@@ -369,10 +369,12 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
     return atomic_write_bytes(path, text.encode(encoding))
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 1) -> Path:
+def atomic_write_json(
+    path: str | os.PathLike[str], obj: Any, *, indent: int | None = 1, sort_keys: bool = True
+) -> Path:
     # serialise first: a TypeError must not touch the destination. NaN is
     # allowed (Python's json reads it back) because metrics can be NaN.
-    text = json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False)
+    text = json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False)
     return atomic_write_text(path, text + "\n")
 
 
@@ -429,6 +431,8 @@ def cached_json(kind: str, config: Any, compute: Callable[[], dict]) -> dict:
     if not isinstance(value, dict):
         raise TypeError(f"cached_json: compute() must return dict, got {type(value).__name__}")
     record = {"kind": kind, "config": canonical(config), "code_version": code_version(), "value": value}
-    atomic_write_json(path, record)
+    # keys stay in the order compute() made them: tables and plots built from a result list its rows and
+    # columns in that order, and a sorted file would show a warm run in another order than a cold one
+    atomic_write_json(path, record, sort_keys=False)
     # return what a later call will read, so first and cached runs agree exactly
     return json.loads(json.dumps(value))

@@ -163,6 +163,18 @@ def test_cached_json_computes_once(tmp_cache: Path) -> None:
     assert len(calls) == 2
 
 
+def test_cached_json_keeps_key_order_on_miss_and_hit(tmp_cache: Path) -> None:
+    # a table built from a result lists rows in its key order: a cold run (miss) and a warm run (hit) must agree
+    def compute() -> dict:
+        return {"zeta": {"b": 1, "a": 2}, "alpha": 0, "mid": [{"y": 1, "x": 2}]}
+
+    first = cache.cached_json("order", {"k": 1}, compute)
+    second = cache.cached_json("order", {"k": 1}, compute)
+    for value in (first, second):
+        assert list(value) == ["zeta", "alpha", "mid"]
+        assert list(value["zeta"]) == ["b", "a"] and list(value["mid"][0]) == ["y", "x"]
+
+
 def test_cached_json_recomputes_corrupt_file(tmp_cache: Path) -> None:
     path = cache.cache_path("x", {"a": 1}, ".json", area="results")
     path.parent.mkdir(parents=True)
