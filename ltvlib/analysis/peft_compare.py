@@ -75,6 +75,7 @@ from torch import Tensor
 from ..forward import PromptRunner
 from ..inject import VectorEdit
 from ..ltv import FAST_RECIPE, TrainConfig, absolute_recipe, answer_loss
+from ..ltv_record import LTVRecord
 from ..prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, pad_right, positions_from_mask
 from ..sites import check_layer
 from ..tasks import Task, TaskSplits, load_splits
@@ -779,20 +780,9 @@ def compare_splits(task: str, sizes: CompareSizes) -> TaskSplits:
     return TaskSplits(s.task, s.train, s.validation[: sizes.n_val], test, s.seed)
 
 
-@dataclass(frozen=True)
-class RaceLTV:
-    """An LTV trained in the race, described as :class:`ltvlib.study.ltv_report.LTVLedger` reads a vector: whether it
-    trained (its kept validation score strictly above its random start's) gates every number shown of it."""
-
-    task: str
-    layers: tuple[int, ...]
-    positions: tuple[int, ...]
-    seed: int
-    recipe: str
-    trained: bool | None
-    start_val_score: float
-    best_val_score: float
-    steps_to_best: int | None
+#: an LTV trained in the race, described as :class:`ltvlib.study.ltv_report.LTVLedger` reads a vector: whether it
+#: trained (its kept validation score strictly above its random start's) gates every number shown of it
+RaceLTV = LTVRecord
 
 
 def race_ltv(result: dict[str, Any], task: str, layer: int, recipe: str) -> RaceLTV:

@@ -21,23 +21,16 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..ltv_record import LTVRecord
+
 DID_NOT_TRAIN = "did not train"
 
 
 @dataclasses.dataclass(frozen=True)
-class LTVShown:
-    """One LTV as a chapter showed it: which vector (task, layers, positions, seed, recipe), whether it trained,
+class LTVShown(LTVRecord):
+    """One LTV as a chapter showed it: which vector and whether it trained (:class:`ltvlib.ltv_record.LTVRecord`),
     and how it was shown (``"number"`` or :data:`DID_NOT_TRAIN`), where (a table or figure name)."""
 
-    task: str
-    layers: tuple[int, ...]
-    positions: tuple[int, ...]
-    seed: int
-    recipe: str
-    trained: bool | None
-    start_val_score: float
-    best_val_score: float
-    steps_to_best: int | None
     shown: str
     where: str
 
@@ -74,14 +67,8 @@ class LTVLedger:
 
     def _note(self, ltv: Any, where: str) -> bool:
         ok = _trained(ltv)
-        row = LTVShown(
-            task=str(ltv.task), layers=tuple(ltv.layers), positions=tuple(ltv.positions), seed=int(ltv.seed),
-            recipe=str(ltv.recipe), trained=getattr(ltv, "trained", None),
-            start_val_score=float(getattr(ltv, "start_val_score", float("nan"))),
-            best_val_score=float(getattr(ltv, "best_val_score", float("nan"))),
-            steps_to_best=getattr(ltv, "steps_to_best", None),
-            shown="number" if ok else DID_NOT_TRAIN, where=str(where),
-        )
+        row = LTVShown(**dataclasses.asdict(LTVRecord.of(ltv)), shown="number" if ok else DID_NOT_TRAIN,
+                       where=str(where))
         self._rows[(row.task, row.layers, row.positions, row.seed, row.recipe, row.where)] = row
         return ok
 
