@@ -27,7 +27,7 @@ import math
 import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -116,7 +116,8 @@ class LastTokenRunner:
         return len(self.examples)
 
     def forward(self, batch: LastTokenBatch, edits: Sequence[VectorEdit] = ()) -> Tensor:
-        """Logits ``(batch, vocab)`` at the last prompt position, with ``edits`` injected (block input, add)."""
+        """Logits ``(batch, vocab)`` at the last prompt position, with ``edits`` injected (each at its site, in its
+        mode; positions resolved against the whole prompt)."""
         with inject(self.lm, edits, attention_mask=batch.mask, offset=batch.offset):
             logits, _ = forward_tokens(self.lm, batch.ids, torch.ones_like(batch.ids), prefix=batch.prefix)
         return logits[:, -1]
@@ -479,7 +480,7 @@ def head_saliency(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] 
         b = len(batch.index)
         probes = {l: torch.zeros(b, width, device=lm.device, dtype=lm.dtype, requires_grad=True)
                   for l in range(geo.n_layers)}
-        edits_here = [VectorEdit(e.layer, e.position, e.vector.detach()) for e in edits]
+        edits_here = [replace(e, vector=e.vector.detach()) for e in edits]  # keeps each edit's site and mode
         with torch.enable_grad(), _probe_last_column(lm, probes) as acts:
             logits = runner.forward(batch, edits_here)
             p = logits.float().softmax(-1).gather(1, batch.gold[:, None])

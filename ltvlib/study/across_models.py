@@ -332,8 +332,7 @@ def correct_at(lm: Any, task: str, run_sizes: RunSizes, layer: int, *, seed: int
             out[name] = None if tv is None else layer_accuracies(es, tv, [layer], form)[layer].correct
         fv = _windowed(lambda: cached_function_vector(lm, task, run_sizes, config=replace(run_sizes.function_vector,
                                                                                         seed=seed), seed=seed))
-        out["function_vector"] = None if fv is None else evaluate(es, fv.edits(layer), site="block_output",
-                                                                  mode="add").correct
+        out["function_vector"] = None if fv is None else evaluate(es, fv.edits(layer)).correct
         return out
 
     return cached_json("across-models/correct-at", key, compute)
