@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .forward import PromptRunner, Tail
-from .inject import Mode, Site, VectorEdit
+from .inject import VectorEdit
 from .prompts import answer_ids, encode_prompts, sample_demos
 from .tasks import Example, Task, get_task
 
@@ -134,11 +134,10 @@ def evaluate(
     evalset: EvalSet,
     edits: Sequence[VectorEdit] = (),
     *,
-    site: Site = "block_input",
-    mode: Mode = "add",
     batch_size: int = 64,
 ) -> EvalResult:
-    """Evaluate ``evalset`` with ``edits`` injected (none: the plain model)."""
+    """Evaluate ``evalset`` with ``edits`` injected (none: the plain model), each where it says (layer, site,
+    prompt position, add or replace: :class:`~ltvlib.inject.VectorEdit`)."""
     tok = evalset.lm.tokenizer
     n = len(evalset.examples)
     top, gold_p, label_pred = [0] * n, [0.0] * n, [0] * n
@@ -148,7 +147,7 @@ def evaluate(
         order = sorted(range(len(index)), key=lambda i: (len(runner.prompts.rows[i]), i))
         for start in range(0, len(index), batch_size):
             local = order[start : start + batch_size]
-            logits, _ = runner.run(local, edits, site=site, mode=mode)
+            logits, _ = runner.run(local, edits)
             last = logits[:, -1].float()
             rows = [index[i] for i in local]
             gold = torch.tensor([evalset.gold_first[i] for i in rows], device=last.device)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .inject import Mode, Site, VectorEdit, inject, record_residual
+from .inject import VectorEdit, inject, record_residual
 from .kv_cache import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from .prompts import EncodedPrompts, pad_left, pad_right
 from .sites import check_layer
@@ -307,14 +307,13 @@ class PromptRunner:
         edits: Sequence[VectorEdit] = (),
         *,
         answers: Sequence[Sequence[int]] | None = None,
-        site: Site = "block_input",
-        mode: Mode = "add",
     ) -> tuple[Tensor, Tensor]:
         """Logits for the prompts ``index`` with ``edits`` injected.
 
         Args:
             index: which prompts (a batch).
-            edits: vectors to inject (``(d_model,)`` each, or ``(len(index), d_model)``).
+            edits: vectors to inject (``(d_model,)`` each, or ``(len(index), d_model)``), each at its own layer,
+                site, prompt position and mode (:class:`~ltvlib.inject.VectorEdit`).
             answers: per prompt, the answer's token ids for teacher forcing; None for the next token only.
 
         Returns:
@@ -336,8 +335,7 @@ class PromptRunner:
             full = [list(self.prompts.shared) + list(self.prompts.rows[i]) for i in index]
             ids, mask = pad_left(full, self.pad_id, self.device)
             ids, mask = torch.cat([ids, cont], 1), torch.cat([mask, cont_mask], 1)
-            return self._forward(ids, mask, mask[:, : ids.shape[1] - cont.shape[1]], None, 0, edits, site, mode,
-                                 n_ans), valid
+            return self._forward(ids, mask, mask[:, : ids.shape[1] - cont.shape[1]], None, 0, edits, n_ans), valid
         keys = [tuple(answers[b]) if answers is not None else () for b in range(len(index))]
         skip = self.skip_early_layers and start > 0
         keep_from = self.first_layer if start >= self.first_layer else 0
@@ -358,7 +356,7 @@ class PromptRunner:
         before = prefix.attention_mask if prefix is not None else mask[:, :0]
         prompt_mask = torch.cat([before, tail_mask], dim=1)
         if not skip:
-            return self._forward(ids, mask, prompt_mask, prefix, before.shape[1], edits, site, mode, n_ans), valid
+            return self._forward(ids, mask, prompt_mask, prefix, before.shape[1], edits, n_ans), valid
         lacking = [b for b, e in enumerate(entries) if keys[b] not in e.states]
         if lacking:
             sub = prefix.rows(lacking) if prefix is not None else None
@@ -370,7 +368,7 @@ class PromptRunner:
             state = entry.states[keys[b]][start - keep_from]
             pad = tails.shape[1] - self._tail(i)
             hidden[b, pad : pad + state.shape[0]] = state
-        with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=before.shape[1]):
+        with inject(self.lm, edits, attention_mask=prompt_mask, offset=before.shape[1]):
             logits = forward_from_layer(self.lm, hidden, start, mask, prefix=prefix, logits_to_keep=n_ans)
         return logits, valid
 
@@ -397,9 +395,9 @@ class PromptRunner:
 
     def _forward(
         self, ids: Tensor, mask: Tensor, prompt_mask: Tensor, prefix: KVPrefix | None, offset: int,
-        edits: Sequence[VectorEdit], site: Site, mode: Mode, n_ans: int,
+        edits: Sequence[VectorEdit], n_ans: int,
     ) -> Tensor:
         if not edits:
             return forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)[0]
-        with inject(self.lm, edits, attention_mask=prompt_mask, site=site, mode=mode, offset=offset):
+        with inject(self.lm, edits, attention_mask=prompt_mask, offset=offset):
             return forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)[0]

@@ -8,7 +8,7 @@ queries), so a head is always a query-head index in ``[0, n_heads)``. Sizes come
 (:class:`ltvlib.sites.HeadGeometry`), never from ``d_model // n_heads``.
 
 Hooks are forward *pre*-hooks on ``o_proj``; they are removed on exit even after an error and must have
-fired, otherwise :class:`~ltvlib.inject.HookNotFiredError` is raised (an intervention that silently did
+fired, otherwise :class:`~ltvlib.hooks.HookNotFiredError` is raised (an intervention that silently did
 nothing is the baselines' most common bug).
 
 Positions follow :mod:`ltvlib.inject`: negative values count back from each row's last real token, others
@@ -29,7 +29,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from .inject import HookNotFiredError, resolve_positions
+from .hooks import Hook, first_input, hooked, with_first_input
+from .inject import resolve_positions
 from .sites import attn_output_norm, check_layer, inverse_rms, norm_gain, o_proj
 
 __all__ = [
@@ -129,17 +130,15 @@ def head_outputs(
     if record_positions is not None:
         rec_cols = resolve_positions(attention_mask, list(record_positions)) - offset  # (batch, n_pos)
 
-    hooked = sorted(set(by_layer) | set(record_layers))
-    fired = dict.fromkeys(hooked, 0)
+    layers = sorted(set(by_layer) | set(record_layers))
     captured: dict[int, Tensor] = {}
     hd = geo.head_dim
 
     def hook(module: Any, args: tuple, kwargs: dict, layer: int) -> Any:
-        x = args[0] if args else kwargs["hidden_states"]
+        x = first_input(args, kwargs)
         b, s, _ = x.shape
         if batch is not None and b != batch:
             raise ValueError(f"head hooks prepared for batch {batch} but the forward has batch {b}")
-        fired[layer] += 1
         changed = False
         if layer in by_layer:
             x = x.clone().view(b, s, geo.n_heads, hd)  # out of place: the caller's tensor stays untouched
@@ -158,28 +157,17 @@ def head_outputs(
             if rec_cols is not None:
                 heads = heads[torch.arange(b, device=heads.device)[:, None], rec_cols]
             captured[layer] = heads.clone() if rec_cols is None else heads
-        if not changed:
-            return None
-        if args:
-            return (x, *args[1:]), kwargs
-        kwargs["hidden_states"] = x
-        return args, kwargs
+        return with_first_input(args, kwargs, x) if changed else None
 
-    handles = []
-    try:
-        for layer in hooked:
+    hooks = []
+    for layer in layers:
 
-            def pre_hook(module: Any, args: tuple, kwargs: dict, layer: int = layer) -> Any:
-                return hook(module, args, kwargs, layer)
+        def pre_hook(module: Any, args: tuple, kwargs: dict, layer: int = layer) -> Any:
+            return hook(module, args, kwargs, layer)
 
-            handles.append(o_proj(lm, layer).register_forward_pre_hook(pre_hook, with_kwargs=True))
+        hooks.append(Hook(o_proj(lm, layer), "pre", pre_hook, f"layer {layer}"))
+    with hooked(hooks, what="head-output hooks (o_proj input)"):
         yield captured
-    finally:
-        for handle in handles:
-            handle.remove()
-    silent = [layer for layer, n in fired.items() if n == 0]
-    if silent:
-        raise HookNotFiredError(f"head-output hooks (o_proj input) at layers {silent} never fired")
 
 
 @contextmanager

@@ -14,21 +14,19 @@ from collections.abc import Sequence
 import torch
 
 from ltvlib.evaluate import EvalSet
-from ltvlib.inject import Mode, Site, VectorEdit
+from ltvlib.inject import VectorEdit
 
 #: Twice the largest logit difference between two exact paths on the tiny models (1e-4, tests/test_forward.py).
 PATH_GAP = 2e-4
 
 
 @torch.no_grad()
-def smallest_margin(
-    evalset: EvalSet, edits: Sequence[VectorEdit] = (), *, site: Site = "block_input", mode: Mode = "add"
-) -> float:
+def smallest_margin(evalset: EvalSet, edits: Sequence[VectorEdit] = ()) -> float:
     """Smallest gap between the two highest last-token logits over ``evalset``'s prompts, over the whole
     vocabulary and, for a classification task, among the label tokens too."""
     gaps = []
     for index, runner in evalset.groups:
-        last = runner.run(range(len(index)), edits, site=site, mode=mode)[0][:, -1].float()
+        last = runner.run(range(len(index)), edits)[0][:, -1].float()
         top = last.topk(2, dim=-1).values
         gaps.append(float((top[:, 0] - top[:, 1]).min()))
         if evalset.label_first is not None:

@@ -33,7 +33,7 @@ def test_a_vector_that_writes_the_answer_gets_it_right(llama):
     es = EvalSet(llama, task, examples)
     gold = es.gold_first[0]
     direction = llama.model.lm_head.weight[gold].detach() * 100
-    result = evaluate(es, [VectorEdit(llama.n_layers - 1, -1, direction)], site="block_output", mode="replace")
+    result = evaluate(es, [VectorEdit(llama.n_layers - 1, -1, direction, site="block_output", mode="replace")])
     assert result.accuracy == 1.0
 
 

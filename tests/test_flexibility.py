@@ -106,15 +106,15 @@ def _prompts(lm):
 def test_multi_site_vanilla_tv_replaces_each_layer_state_at_each_position(llama):
     tv, _ = _fake_vectors(llama)
     setting = Setting("x", "x", (0, 2), (1, -2, -1))
-    edits, site, mode = extracted_edits("vanilla_tv", tv, setting)
-    assert (site, mode) == ("block_output", "replace") and len(edits) == setting.n_sites
+    edits = extracted_edits("vanilla_tv", tv, setting)
+    assert {(e.site, e.mode) for e in edits} == {("block_output", "replace")} and len(edits) == setting.n_sites
     ids, mask = _prompts(llama)
     cols = resolve_positions(mask, setting.positions)
     rows = torch.arange(ids.shape[0])[:, None]
     with record_residual(llama, [0, 1, 2], site="block_output") as clean:
         forward_tokens(llama, ids, mask)
     clean = {l: v.clone() for l, v in clean.items()}
-    with inject(llama, edits, attention_mask=mask, site=site, mode=mode):
+    with inject(llama, edits, attention_mask=mask):
         with record_residual(llama, [0, 1, 2], site="block_output") as rec:
             forward_tokens(llama, ids, mask)
     for layer in setting.layers:
@@ -130,8 +130,8 @@ def test_multi_site_vanilla_tv_replaces_each_layer_state_at_each_position(llama)
 def test_multi_site_function_vector_adds_the_same_vector_everywhere(llama):
     tv, fv = _fake_vectors(llama)
     setting = Setting("x", "x", (0, 1), (-2, -1))
-    edits, site, mode = extracted_edits("function_vector", fv, setting)
-    assert (site, mode) == ("block_output", "add")
+    edits = extracted_edits("function_vector", fv, setting)
+    assert {(e.site, e.mode) for e in edits} == {("block_output", "add")}
     assert [(e.layer, e.position) for e in edits] == [(0, -2), (0, -1), (1, -2), (1, -1)]
     assert all(torch.equal(e.vector, fv.vector) for e in edits)
     ids, mask = _prompts(llama)
@@ -140,15 +140,15 @@ def test_multi_site_function_vector_adds_the_same_vector_everywhere(llama):
     with record_residual(llama, [0], site="block_output") as clean:
         forward_tokens(llama, ids, mask)
     base = clean[0].clone()
-    with inject(llama, edits, attention_mask=mask, site=site, mode=mode):
+    with inject(llama, edits, attention_mask=mask):
         with record_residual(llama, [0], site="block_output") as rec:
             forward_tokens(llama, ids, mask)
     torch.testing.assert_close(rec[0][rows, cols] - base[rows, cols], fv.vector.expand(ids.shape[0], 2, -1))
     untouched = torch.ones_like(mask, dtype=torch.bool)
     untouched[rows, cols] = False
     torch.testing.assert_close(rec[0][untouched], base[untouched])
-    diff_edits, _, diff_mode = extracted_edits("vanilla_tv_difference", tv, setting)
-    assert diff_mode == "add"
+    diff_edits = extracted_edits("vanilla_tv_difference", tv, setting)
+    assert {(e.site, e.mode) for e in diff_edits} == {("block_output", "add")}
     torch.testing.assert_close(diff_edits[2].vector, tv.icl_states[1] - tv.zero_shot_states[1])
     with pytest.raises(ValueError, match="unknown method"):
         extracted_edits("ltv", tv, setting)
@@ -184,9 +184,9 @@ def test_a_non_final_position_setting_end_to_end(llama, cache, monkeypatch):
 
     tv = vanilla_tv_task_template(llama, "antonym", run)
     es = EvalSet(llama, "antonym", task_splits("antonym", run).test, tail=None)
-    edits, site, mode = extracted_edits("vanilla_tv", tv, setting)
-    assert smallest_margin(es, edits, site=site, mode=mode) > PATH_GAP  # predictions agree across paths
-    assert evaluate(es, edits, site=site, mode=mode).correct == res.correct["vanilla_tv"][0].tolist()
+    edits = extracted_edits("vanilla_tv", tv, setting)
+    assert smallest_margin(es, edits) > PATH_GAP  # predictions agree across paths
+    assert evaluate(es, edits).correct == res.correct["vanilla_tv"][0].tolist()
     # the LTV rows: the same path (per-row tail) gives the same correctness (seed 1 has a near tie on this
     # tiny model, so the full-forward path is not compared here)
     tail_es = real_evalset(llama, "antonym", task_splits("antonym", run).test, tail=PositionTail((4,)))

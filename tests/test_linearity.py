@@ -47,11 +47,11 @@ def queries(lm, n: int, length: int | None = None):
     return same[:n]
 
 
-def full_forward(lm, examples, edits=(), site="block_input", final_vector=None):
+def full_forward(lm, examples, edits=(), final_vector=None):
     """Logits and final-norm input at the last token of left-padded full forwards."""
     rows = encode_prompts(lm.tokenizer, TASK, examples).full_rows()
     ids, mask = pad_left(rows, lm.tokenizer.pad_token_id)
-    with torch.no_grad(), record_final_norm_input(lm) as cap, inject(lm, edits, attention_mask=mask, site=site):
+    with torch.no_grad(), record_final_norm_input(lm) as cap, inject(lm, edits, attention_mask=mask):
         if final_vector is not None:
             with add_before_final_norm(lm, final_vector):
                 logits = lm.model(input_ids=ids, attention_mask=mask).logits
@@ -160,7 +160,7 @@ def test_probe_shifts_equal_full_forward_differences(tiny):
 def test_hook_before_final_norm_is_the_last_block_output_and_cleans_up(tiny):
     qs = queries(tiny, 4)
     v = torch.randn(tiny.d_model) * 2
-    via_inject, _ = full_forward(tiny, qs, [VectorEdit(tiny.n_layers - 1, -1, v)], site="block_output")
+    via_inject, _ = full_forward(tiny, qs, [VectorEdit(tiny.n_layers - 1, -1, v, site="block_output")])
     via_hook, _ = full_forward(tiny, qs, final_vector=v)
     torch.testing.assert_close(via_hook, via_inject, atol=1e-5, rtol=1e-5)
     norm = final_norm(tiny)

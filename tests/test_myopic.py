@@ -344,9 +344,9 @@ def test_text_query_lists_the_options_without_letters():
     assert demo.output == "a big prize in a week" and demo.input == text_query(item, (0, 1))
 
 
-def _text_scores(lm, examples, layout, edits=(), **run):
+def _text_scores(lm, examples, layout, edits=()):
     items = [parse_item(e) for e in examples]
-    scores = score_option_text(OptionTextSet(lm, "myopic", items, layout=layout), edits, batch_size=3, **run)
+    scores = score_option_text(OptionTextSet(lm, "myopic", items, layout=layout), edits, batch_size=3)
     return scores, [it.index for it in items]
 
 
@@ -358,15 +358,15 @@ def test_text_score_is_independent_of_the_option_letters(tiny, layout):
     swapped = [swap_options(e) for e in examples]
     g = torch.Generator().manual_seed(0)
     vectors = {
-        "none": ((), {}),
-        "add at block input": ([VectorEdit(1, -1, 4 * torch.randn(tiny.d_model, generator=g))], {}),
-        "replace at block output": ([VectorEdit(0, -1, 4 * torch.randn(tiny.d_model, generator=g))],
-                                    {"site": "block_output", "mode": "replace"}),
+        "none": (),
+        "add at block input": [VectorEdit(1, -1, 4 * torch.randn(tiny.d_model, generator=g))],
+        "replace at block output": [VectorEdit(0, -1, 4 * torch.randn(tiny.d_model, generator=g), site="block_output",
+                                               mode="replace")],
     }
     plain = None
-    for edits, run in vectors.values():
-        given, idx = _text_scores(tiny, examples, layout, edits, **run)
-        other, idx_sw = _text_scores(tiny, swapped, layout, edits, **run)
+    for edits in vectors.values():
+        given, idx = _text_scores(tiny, examples, layout, edits)
+        other, idx_sw = _text_scores(tiny, swapped, layout, edits)
         assert [1 - i for i in idx] == idx_sw  # the myopic option moved to the other letter
         # float32 forwards with other padding: equal to rounding (mean log-probs are O(10))
         assert option_p_myopic(other, idx_sw) == pytest.approx(option_p_myopic(given, idx), abs=1e-5)

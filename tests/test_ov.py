@@ -64,7 +64,7 @@ def test_ov_matrix_is_the_attention_of_one_head_on_one_token(tiny, layer):
         handle = o_proj(tiny, layer).register_forward_hook(
             lambda m, a, out, seen=seen: seen.__setitem__("y", out.detach()))
         try:
-            with inject(tiny, [VectorEdit(layer, -1, x)], attention_mask=mask, mode="replace"), \
+            with inject(tiny, [VectorEdit(layer, -1, x, mode="replace")], attention_mask=mask), \
                     patch_heads(tiny, others, attention_mask=mask):
                 forward_tokens(tiny, ids, mask)
         finally:
@@ -214,7 +214,7 @@ def test_ov_term_with_measured_scales_is_what_one_head_writes_into_the_stream(ti
                 o_proj(tiny, layer).register_forward_hook(lambda m, a, out, seen=seen: seen.__setitem__("a", out)),
             ]
             try:
-                with torch.no_grad(), inject(tiny, [VectorEdit(layer, -1, x)], attention_mask=mask, mode="replace"), \
+                with torch.no_grad(), inject(tiny, [VectorEdit(layer, -1, x, mode="replace")], attention_mask=mask), \
                         patch_heads(tiny, others, attention_mask=mask):
                     forward_tokens(tiny, ids, mask)
             finally:

@@ -31,9 +31,9 @@ def test_middle_layer_ltv_beats_vanilla_tv_and_function_vector_on_antonym(smol):
     acc = {
         "zero-shot": evaluate(test).accuracy,
         "ltv": evaluate(test, ltv.edits()).accuracy,
-        "vanilla_tv": evaluate(test, tv.edits(mid), site="block_output", mode="replace").accuracy,
-        "vanilla_tv_difference": evaluate(test, tv.edits(mid, "difference"), site="block_output", mode="add").accuracy,
-        "function_vector": evaluate(test, fv.edits(mid), site="block_output", mode="add").accuracy,
+        "vanilla_tv": evaluate(test, tv.edits(mid, "replace")).accuracy,
+        "vanilla_tv_difference": evaluate(test, tv.edits(mid, "difference")).accuracy,
+        "function_vector": evaluate(test, fv.edits(mid)).accuracy,
     }
     print({k: round(v, 3) for k, v in acc.items()}, f"FV heads {fv.heads}")
     assert acc["ltv"] > max(acc["vanilla_tv"], acc["vanilla_tv_difference"], acc["function_vector"])

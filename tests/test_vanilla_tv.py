@@ -30,13 +30,13 @@ def test_tv_from_a_prompt_patched_into_it_reproduces_its_logits(tiny, template):
         runner = PromptRunner(tiny, icl, tail=tail)
         plain, _ = runner.run([0])
         for layer in range(tiny.n_layers):
-            patched, _ = runner.run([0], tv.edits(layer), site="block_output", mode=tv.mode())
+            patched, _ = runner.run([0], tv.edits(layer))
             torch.testing.assert_close(patched, plain, atol=1e-5, rtol=1e-5)
     # and it does change another prompt
     other = PromptRunner(tiny, icl_and_zero_shot_prompts(tiny, vanilla_task("antonym", template), pool,
                                                          VanillaTVConfig(shots=3, n_dummy=1, n_contexts=1, seed=5,
                                                                          template=template))[0])
-    assert not torch.allclose(other.run([0], tv.edits(0), site="block_output", mode="replace")[0], other.run([0])[0])
+    assert not torch.allclose(other.run([0], tv.edits(0, "replace"))[0], other.run([0])[0])
 
 
 def test_states_are_the_means_and_difference_form(llama):

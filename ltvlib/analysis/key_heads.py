@@ -27,14 +27,15 @@ import math
 import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from ..heads import HeadPatch, check_head, head_outputs, o_proj
-from ..inject import HookNotFiredError, VectorEdit, inject, resolve_positions
+from ..hooks import Hook, first_input, hooked, with_first_input
+from ..inject import VectorEdit, inject, resolve_positions
 from ..kv_cache import KVPrefix, compute_prefix, forward_tokens
 from ..prompts import answer_ids, encode_prompts, pad_left
 from ..sites import attention, check_layer
@@ -116,7 +117,8 @@ class LastTokenRunner:
         return len(self.examples)
 
     def forward(self, batch: LastTokenBatch, edits: Sequence[VectorEdit] = ()) -> Tensor:
-        """Logits ``(batch, vocab)`` at the last prompt position, with ``edits`` injected (block input, add)."""
+        """Logits ``(batch, vocab)`` at the last prompt position, with ``edits`` injected (each at its site, in its
+        mode; positions resolved against the whole prompt)."""
         with inject(self.lm, edits, attention_mask=batch.mask, offset=batch.offset):
             logits, _ = forward_tokens(self.lm, batch.ids, torch.ones_like(batch.ids), prefix=batch.prefix)
         return logits[:, -1]
@@ -436,30 +438,19 @@ def _probe_last_column(lm: Any, probes: dict[int, Tensor]) -> Iterator[dict[int,
     """Add ``probes[layer]`` (``(batch, n_heads * head_dim)``, zeros that require grad) to the ``o_proj`` input
     at the last column of the forward, and capture that input (detached); hooks removed and checked."""
     captured: dict[int, Tensor] = {}
-    handles = []
 
     def make(layer: int) -> Any:
         def pre_hook(module: Any, args: tuple, kwargs: dict) -> Any:
-            x = args[0] if args else kwargs["hidden_states"]
+            x = first_input(args, kwargs)
             captured[layer] = x[:, -1].detach()
             x = torch.cat([x[:, :-1], (x[:, -1] + probes[layer].to(x.dtype))[:, None]], dim=1)
-            if args:
-                return (x, *args[1:]), kwargs
-            kwargs["hidden_states"] = x
-            return args, kwargs
+            return with_first_input(args, kwargs, x)
 
         return pre_hook
 
-    try:
-        for layer in probes:
-            handles.append(o_proj(lm, layer).register_forward_pre_hook(make(layer), with_kwargs=True))
+    hooks = [Hook(o_proj(lm, layer), "pre", make(layer), f"layer {layer}") for layer in probes]
+    with hooked(hooks, what="saliency hooks (o_proj input)"):
         yield captured
-    finally:
-        for handle in handles:
-            handle.remove()
-    silent = [layer for layer in probes if layer not in captured]
-    if silent:
-        raise HookNotFiredError(f"saliency hooks (o_proj input) at layers {silent} never fired")
 
 
 def head_saliency(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> Tensor:
@@ -479,7 +470,7 @@ def head_saliency(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] 
         b = len(batch.index)
         probes = {l: torch.zeros(b, width, device=lm.device, dtype=lm.dtype, requires_grad=True)
                   for l in range(geo.n_layers)}
-        edits_here = [VectorEdit(e.layer, e.position, e.vector.detach()) for e in edits]
+        edits_here = [replace(e, vector=e.vector.detach()) for e in edits]  # keeps each edit's site and mode
         with torch.enable_grad(), _probe_last_column(lm, probes) as acts:
             logits = runner.forward(batch, edits_here)
             p = logits.float().softmax(-1).gather(1, batch.gold[:, None])
@@ -536,22 +527,16 @@ def attention_stats(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit
     final = torch.zeros_like(first)
     for batch in runner.batches:
         probs: dict[int, Tensor] = {}
-        handles = []
-        try:
-            for l in range(geo.n_layers):
-                def hook(module: Any, args: Any, output: Any, l: int = l, probs: dict = probs) -> None:
-                    if not isinstance(output, tuple) or output[1] is None:
-                        raise RuntimeError(f"attention of layer {l} returned no probabilities (not eager?)")
-                    probs[l] = output[1][:, :, -1].detach()  # (batch, n_heads, key_len)
+        hooks = []
+        for l in range(geo.n_layers):
+            def hook(module: Any, args: tuple, kwargs: dict, output: Any, l: int = l, probs: dict = probs) -> None:
+                if not isinstance(output, tuple) or output[1] is None:
+                    raise RuntimeError(f"attention of layer {l} returned no probabilities (not eager?)")
+                probs[l] = output[1][:, :, -1].detach()  # (batch, n_heads, key_len)
 
-                handles.append(attention(lm, l).register_forward_hook(hook))
-            with eager_attention(lm):
-                runner.forward(batch, edits)
-        finally:
-            for handle in handles:
-                handle.remove()
-        if len(probs) != geo.n_layers:
-            raise HookNotFiredError("attention hooks did not fire at every layer")
+            hooks.append(Hook(attention(lm, l), "post", hook, f"layer {l}"))
+        with hooked(hooks, what="attention hooks"), eager_attention(lm):
+            runner.forward(batch, edits)
         first_col = resolve_positions(batch.mask, [0])[:, 0]
         rows = torch.arange(len(batch.index), device=first_col.device)
         for l in range(geo.n_layers):

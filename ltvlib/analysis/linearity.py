@@ -48,7 +48,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..inject import HookNotFiredError, record_residual
+from ..hooks import Hook, first_input, hooked, with_first_input
+from ..inject import record_residual
 from ..kv_cache import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from ..prompts import answer_ids, encode_prompts, pad_left
 from ..sites import check_layer, final_norm, norm_gain, unembedding
@@ -68,16 +69,11 @@ def record_final_norm_input(lm: Any) -> Iterator[list[Tensor]]:
     """
     captured: list[Tensor] = []
 
-    def pre(module: Any, args: tuple) -> None:
-        captured.append(args[0].detach())
+    def pre(module: Any, args: tuple, kwargs: dict) -> None:
+        captured.append(first_input(args, kwargs).detach())
 
-    handle = final_norm(lm).register_forward_pre_hook(pre)
-    try:
+    with hooked([Hook(final_norm(lm), "pre", pre, "the final norm's input")], what="the recording hook"):
         yield captured
-    finally:
-        handle.remove()
-    if not captured:
-        raise HookNotFiredError("the final-norm recording hook never fired: no forward ran through the model")
 
 
 @contextmanager
@@ -98,24 +94,17 @@ def add_before_final_norm(lm: Any, vector: Tensor) -> Iterator[None]:
     """
     if vector.dim() not in (1, 2) or vector.shape[-1] != lm.d_model:
         raise ValueError(f"vector of shape {tuple(vector.shape)}: expected ({lm.d_model},) or (batch, {lm.d_model})")
-    fired = [0]
 
-    def pre(module: Any, args: tuple) -> tuple:
-        hidden = args[0]
+    def pre(module: Any, args: tuple, kwargs: dict) -> tuple:
+        hidden = first_input(args, kwargs)
         if vector.dim() == 2 and vector.shape[0] != hidden.shape[0]:
             raise ValueError(f"vector has {vector.shape[0]} rows but the forward has batch {hidden.shape[0]}")
         hidden = hidden.clone()
         hidden[:, -1] = hidden[:, -1] + vector.to(hidden.dtype)
-        fired[0] += 1
-        return (hidden, *args[1:])
+        return with_first_input(args, kwargs, hidden)
 
-    handle = final_norm(lm).register_forward_pre_hook(pre)
-    try:
+    with hooked([Hook(final_norm(lm), "pre", pre, "the final norm's input")], what="the adding hook"):
         yield
-    finally:
-        handle.remove()
-    if not fired[0]:
-        raise HookNotFiredError("the hook before the final norm never fired: no forward ran through the model")
 
 
 @torch.no_grad()

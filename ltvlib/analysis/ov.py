@@ -57,7 +57,8 @@ import torch
 from torch import Tensor
 
 from ..heads import check_head
-from ..inject import HookNotFiredError, VectorEdit
+from ..hooks import Hook, first_input, hooked
+from ..inject import VectorEdit
 from ..sites import (
     attn_input_norm,
     attn_output_norm,
@@ -140,29 +141,23 @@ def measure_norm_scales(lm: Any, runner: LastTokenRunner, edits: Sequence[Vector
     n_layers = lm.n_layers
     has_out = lm.table.attn_output_norm is not None
     sums: dict[tuple[str, int], float] = {}
-    handles = []
 
     def make(kind: str, layer: int, module: torch.nn.Module) -> Any:
         def pre_hook(mod: Any, args: tuple, kwargs: dict) -> None:
-            x = args[0] if args else kwargs["hidden_states"]
+            x = first_input(args, kwargs)
             sums[kind, layer] = sums.get((kind, layer), 0.0) + float(inverse_rms(x[:, -1], module).sum())
 
         return pre_hook
 
     kinds = [("attn_in", attn_input_norm)] + ([("attn_out", attn_output_norm)] if has_out else [])
-    try:
-        for layer in range(n_layers):
-            for kind, find in kinds:
-                module = find(lm, layer)
-                handles.append(module.register_forward_pre_hook(make(kind, layer, module), with_kwargs=True))
+    hooks = []
+    for layer in range(n_layers):
+        for kind, find in kinds:
+            module = find(lm, layer)
+            hooks.append(Hook(module, "pre", make(kind, layer, module), f"{kind} {layer}"))
+    with hooked(hooks, what="norm-scale hooks"):
         for batch in runner.batches:
             runner.forward(batch, edits)
-    finally:
-        for handle in handles:
-            handle.remove()
-    missing = [(k, l) for k, _ in kinds for l in range(n_layers) if (k, l) not in sums]
-    if missing:
-        raise HookNotFiredError(f"norm-scale hooks never fired at {missing[:5]}")
     n = len(runner)
 
     def collect(kind: str) -> Tensor:
@@ -223,23 +218,15 @@ def mlp_response(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int,
     geo = lm.geometry
     start = check_layer(layer, geo.n_layers)
     states: dict[int, list[Tensor]] = {l: [] for l in range(start, geo.n_layers)}
-    handles = []
-    try:
-        for l, store in states.items():
-            def pre_hook(mod: Any, args: tuple, kwargs: dict, store: list = store) -> None:
-                x = args[0] if args else kwargs["hidden_states"]
-                store.append(x[:, -1].detach())
+    hooks = []
+    for l, store in states.items():
+        def pre_hook(mod: Any, args: tuple, kwargs: dict, store: list = store) -> None:
+            store.append(first_input(args, kwargs)[:, -1].detach())
 
-            norm = mlp_input_norm(lm, l)
-            handles.append(norm.register_forward_pre_hook(pre_hook, with_kwargs=True))
-        with torch.no_grad():
-            for batch in runner.batches:
-                runner.forward(batch, edits)
-    finally:
-        for handle in handles:
-            handle.remove()
-    if any(not s for s in states.values()):
-        raise HookNotFiredError(f"MLP-input hooks never fired at layers {[l for l, s in states.items() if not s]}")
+        hooks.append(Hook(mlp_input_norm(lm, l), "pre", pre_hook, f"layer {l}"))
+    with hooked(hooks, what="MLP-input hooks"), torch.no_grad():
+        for batch in runner.batches:
+            runner.forward(batch, edits)
     total = torch.zeros(geo.d_model, dtype=torch.float64, device=vector.device)
     for l, chunks in states.items():
         norm_in, mlp_l, norm_out = mlp_input_norm(lm, l), mlp(lm, l), mlp_output_norm(lm, l)

@@ -107,8 +107,10 @@ class FunctionVector:
     mode = "add"
 
     def edits(self, layer: int | None = None, scale: float = 1.0) -> list[VectorEdit]:
-        """The vector as an injection at the last token; evaluate with ``site="block_output", mode="add"``."""
-        return [VectorEdit(self.layer if layer is None else layer, -1, scale * self.vector)]
+        """The vector as an injection at the last token: added to the output of block ``layer`` (default: the
+        FV's own layer)."""
+        return [VectorEdit(self.layer if layer is None else layer, -1, scale * self.vector, site="block_output",
+                           mode="add")]
 
     def metadata(self) -> dict[str, Any]:
         return {

@@ -125,12 +125,13 @@ class VanillaTaskVector:
         return self.icl_states[layer] - self.zero_shot_states[layer]
 
     def edits(self, layer: int | None = None, form: Form | None = None) -> list[VectorEdit]:
-        """The injection at the last token; evaluate with ``site="block_output", mode=self.mode(form)``."""
+        """The injection at the last token: the output of block ``layer``, written (replace form) or added
+        (difference form)."""
         if layer is None:
             if self.layer is None:
                 raise ValueError("no layer given and none chosen yet: pass layer= or run select_layer first")
             layer = self.layer
-        return [VectorEdit(layer, -1, self.vector(layer, form))]
+        return [VectorEdit(layer, -1, self.vector(layer, form), site="block_output", mode=self.mode(form))]
 
     def metadata(self) -> dict[str, Any]:
         return {"model": self.model, "task": self.task, "config": asdict(self.config), "layer": self.layer,
@@ -222,7 +223,7 @@ def layer_accuracies(
 ) -> dict[int, Any]:
     """Evaluation result of the vector patched at each of ``layers`` (one single-token pass per layer)."""
     return {
-        l: evaluate(evalset, tv.edits(l, form), site="block_output", mode=tv.mode(form)) for l in layers
+        l: evaluate(evalset, tv.edits(l, form)) for l in layers
     }
 
 

@@ -61,6 +61,7 @@ from ..analysis.linearity import LinearityConfig, ShiftProbe, final_norm, record
 from ..cache import cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet, evaluate
 from ..forward import PromptRunner
+from ..hooks import Hook, first_input, hooked
 from ..inject import VectorEdit, inject, record_residual
 from ..prompts import answer_ids, encode_prompts, pad_left
 from ..sites import norm_gain
@@ -332,8 +333,7 @@ def correct_at(lm: Any, task: str, run_sizes: RunSizes, layer: int, *, seed: int
             out[name] = None if tv is None else layer_accuracies(es, tv, [layer], form)[layer].correct
         fv = _windowed(lambda: cached_function_vector(lm, task, run_sizes, config=replace(run_sizes.function_vector,
                                                                                         seed=seed), seed=seed))
-        out["function_vector"] = None if fv is None else evaluate(es, fv.edits(layer), site="block_output",
-                                                                  mode="add").correct
+        out["function_vector"] = None if fv is None else evaluate(es, fv.edits(layer)).correct
         return out
 
     return cached_json("across-models/correct-at", key, compute)
@@ -391,19 +391,14 @@ def attention_write_check(lm: Any, layers: list[int], *, task: str = "antonym", 
     rows = encode_prompts(lm.tokenizer, splits.task, splits.test[:n]).full_rows()
     ids, mask = pad_left(rows, lm.tokenizer.pad_token_id, lm.device)
     seen: dict[tuple[str, int], torch.Tensor] = {}
-    handles = []
+    hooks = []
     for layer in layers:
-        handles.append(block(lm, layer).register_forward_pre_hook(
-            lambda m, a, k, layer=layer: seen.__setitem__(("x", layer), (a[0] if a else k["hidden_states"])[:, -1]),
-            with_kwargs=True))
-        handles.append(mlp_input_norm(lm, layer).register_forward_pre_hook(
-            lambda m, a, layer=layer: seen.__setitem__(("y", layer), a[0][:, -1])))
-    try:
-        with record_heads(lm, layers) as cap:
-            lm.model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
-    finally:
-        for h in handles:
-            h.remove()
+        hooks.append(Hook(block(lm, layer), "pre", lambda m, a, k, layer=layer: seen.__setitem__(
+            ("x", layer), first_input(a, k)[:, -1]), f"block {layer}"))
+        hooks.append(Hook(mlp_input_norm(lm, layer), "pre", lambda m, a, k, layer=layer: seen.__setitem__(
+            ("y", layer), first_input(a, k)[:, -1]), f"MLP input {layer}"))
+    with hooked(hooks, what="recording hooks"), record_heads(lm, layers) as cap:
+        lm.model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
     out = {}
     geo = lm.geometry
     for layer in layers:

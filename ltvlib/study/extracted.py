@@ -134,7 +134,7 @@ def extracted_curve(
         es = _test_evalset(lm, task, run_sizes, template)
         if method == "function_vector":
             fv = cached_function_vector(lm, task, run_sizes, config=config, seed=seed)
-            res = {l: evaluate(es, fv.edits(l), site="block_output", mode="add") for l in layers}
+            res = {l: evaluate(es, fv.edits(l)) for l in layers}
             chosen, seconds, extra = None, fv.seconds, {"heads": [list(h) for h in fv.heads], "fv_layer": fv.layer}
         else:
             # one extraction serves both forms: the key of the stored vector ignores the form

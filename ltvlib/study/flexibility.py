@@ -44,7 +44,7 @@ from ..baselines.vanilla_tv import VanillaTaskVector
 from ..cache import cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet, evaluate
 from ..forward import tail_needed
-from ..inject import Mode, Site, VectorEdit
+from ..inject import VectorEdit
 from ..ltv import LearnedTaskVector
 from ..sites import check_layer
 from ..stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_interval
@@ -192,8 +192,9 @@ def check_setting(lm: Any, task: str, setting: Setting, run_sizes: RunSizes) -> 
 
 def extracted_edits(
     method: ExtractedMethod, vector: VanillaTaskVector | FunctionVector, setting: Setting
-) -> tuple[list[VectorEdit], Site, Mode]:
-    """An extracted vector at every site of ``setting``: ``(edits, site, mode)`` for :func:`evaluate`.
+) -> list[VectorEdit]:
+    """An extracted vector at every (layer, position) of ``setting``, each edit at its site and mode (for
+    :func:`evaluate`):
 
     - ``"vanilla_tv"``: at layer ``l``, the ICL prompts' mean last-token state leaving block ``l``
       (``(d_model,)``) **replaces** the state at each of the setting's positions (site ``block_output``);
@@ -205,13 +206,13 @@ def extracted_edits(
     if method == "function_vector":
         if not isinstance(vector, FunctionVector):
             raise TypeError(f"method 'function_vector' needs a FunctionVector, got {type(vector).__name__}")
-        return [VectorEdit(l, p, vector.vector) for l in setting.layers for p in setting.positions], \
-            "block_output", "add"
+        return [VectorEdit(l, p, vector.vector, site="block_output", mode="add")
+                for l in setting.layers for p in setting.positions]
     if not isinstance(vector, VanillaTaskVector):
         raise TypeError(f"method {method!r} needs a VanillaTaskVector, got {type(vector).__name__}")
     form = "replace" if method == "vanilla_tv" else "difference"
-    edits = [VectorEdit(l, p, vector.vector(l, form)) for l in setting.layers for p in setting.positions]
-    return edits, "block_output", vector.mode(form)
+    return [VectorEdit(l, p, vector.vector(l, form), site="block_output", mode=vector.mode(form))
+            for l in setting.layers for p in setting.positions]
 
 
 def vanilla_tv_task_template(lm: Any, task: str, run_sizes: RunSizes, *, seed: int = 0) -> VanillaTaskVector:
@@ -382,8 +383,8 @@ def setting_result(
             fv = cached_function_vector(lm, task, run_sizes, seed=seed)
             t1 = time.perf_counter()
             for method in EXTRACTED_METHODS:
-                edits, site, mode = extracted_edits(method, fv if method == "function_vector" else tv, setting)
-                out[method] = [evaluate(es, edits, site=site, mode=mode).correct]
+                edits = extracted_edits(method, fv if method == "function_vector" else tv, setting)
+                out[method] = [evaluate(es, edits).correct]
             t0 += time.perf_counter() - t1  # extraction (shared with chapter 1) is not evaluation
         out = {m: [[int(c) for c in row] for row in rows] for m, rows in out.items()}
         out["eval_seconds"] = time.perf_counter() - t0

@@ -52,7 +52,7 @@ from ..baselines.function_vector import FunctionVectorConfig
 from ..baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
 from ..cache import cache_path, cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet
-from ..inject import Mode, Site, VectorEdit, inject
+from ..inject import VectorEdit, inject
 from ..kv_cache import KVPrefix, forward_tokens
 from ..ltv import LearnedTaskVector, TrainConfig, train_ltv, with_config
 from ..prompts import answer_ids, pad_left, pad_right, special_prefix
@@ -205,10 +205,9 @@ class ABScores:
 
 @torch.no_grad()
 def score_ab(
-    evalset: EvalSet, edits: Sequence[VectorEdit] = (), *, site: Site = "block_input", mode: Mode = "add",
-    batch_size: int = 64,
+    evalset: EvalSet, edits: Sequence[VectorEdit] = (), *, batch_size: int = 64,
 ) -> ABScores:
-    """Score ``evalset`` (an A/B task) with ``edits`` injected at ``site`` in ``mode`` (none: the plain model).
+    """Score ``evalset`` (an A/B task) with ``edits`` injected, each where it says (none: the plain model).
 
     Raises:
         ValueError: the evaluation set's task does not have the labels ``("A", "B")``.
@@ -221,7 +220,7 @@ def score_ab(
     for index, runner in evalset.groups:
         for start in range(0, len(index), batch_size):
             local = list(range(start, min(start + batch_size, len(index))))
-            logits, _ = runner.run(local, edits, site=site, mode=mode)
+            logits, _ = runner.run(local, edits)
             probs = logits[:, -1].float().softmax(-1)
             pair = probs[:, first].tolist()
             for j, i in enumerate(local):
@@ -299,7 +298,7 @@ def item_p_myopic(scores: ABScores | dict[str, Any], myopic_letters: Sequence[st
 @torch.no_grad()
 def greedy_continuations(
     lm: Any, texts: Sequence[str], edits: Sequence[VectorEdit] = (), *, max_new_tokens: int = 32,
-    site: Site = "block_input", mode: Mode = "add", stop: str | None = "\n\n",
+    stop: str | None = "\n\n",
 ) -> list[str]:
     """Greedy continuations of ``texts`` (a batch, left-padded), with ``edits`` injected in the prompt pass.
 
@@ -320,13 +319,13 @@ def greedy_continuations(
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
     tok = lm.tokenizer
     rows = [special_prefix(tok) + list(tok(t, add_special_tokens=False).input_ids) for t in texts]
-    return greedy_from_ids(lm, rows, edits, max_new_tokens=max_new_tokens, site=site, mode=mode, stop=stop)
+    return greedy_from_ids(lm, rows, edits, max_new_tokens=max_new_tokens, stop=stop)
 
 
 @torch.no_grad()
 def greedy_from_ids(
     lm: Any, rows: Sequence[Sequence[int]], edits: Sequence[VectorEdit] = (), *, prefix: KVPrefix | None = None,
-    max_new_tokens: int = 32, site: Site = "block_input", mode: Mode = "add", stop: str | None = "\n\n",
+    max_new_tokens: int = 32, stop: str | None = "\n\n",
 ) -> list[str]:
     """:func:`greedy_continuations` of prompts given as token ids (a batch, left-padded), optionally after a
     cached single-row ``prefix`` shared by every prompt (e.g. a demonstration block): the prompts are then
@@ -349,8 +348,7 @@ def greedy_from_ids(
     batch_prefix = prefix.expand(len(rows)) if prefix is not None else None
     if edits:
         before = batch_prefix.attention_mask if batch_prefix is not None else mask[:, :0]
-        with inject(lm, edits, attention_mask=torch.cat([before, mask], 1), site=site, mode=mode,
-                    offset=before.shape[1]):
+        with inject(lm, edits, attention_mask=torch.cat([before, mask], 1), offset=before.shape[1]):
             logits, cache = forward_tokens(lm, ids, mask, prefix=batch_prefix, keep_cache=True)
     else:
         logits, cache = forward_tokens(lm, ids, mask, prefix=batch_prefix, keep_cache=True)
@@ -564,13 +562,11 @@ def _zero_shot_set(lm: Any, task: str, test: tuple[Example, ...]) -> EvalSet:
 
 @dataclass
 class MethodSetup:
-    """How one method acts on the zero-shot prompts: ``edits`` injected at ``site`` in ``mode`` (none for
+    """How one method acts on the zero-shot prompts: ``edits`` injected, each at its site in its mode (none for
     zero-shot and ICL), or ``shots`` demonstrations (ICL, drawn from ``demo_pool``, the direction's training
     split, in the run's fixed demonstration blocks); ``info`` is the vector's provenance."""
 
     edits: list[VectorEdit]
-    site: Site
-    mode: Mode
     shots: int
     demo_pool: tuple[Example, ...]
     info: dict[str, Any]
@@ -599,35 +595,35 @@ def method_setup(
     """
     _check_method_direction(method, direction)
     if method == "zero_shot":
-        return MethodSetup([], "block_input", "add", 0, (), {})
+        return MethodSetup([], 0, (), {})
     assert direction is not None
     dtask = direction_task(sizes.task, direction)
     if method.startswith("icl"):
         shots = int(method[3:])
         pool = direction_splits(sizes.task, direction, run_sizes).train
-        return MethodSetup([], "block_input", "add", shots, tuple(pool),
+        return MethodSetup([], shots, tuple(pool),
                            {"shots": shots, "demo_sets": run_sizes.icl_demo_sets})
     if method == "ltv":
         ltv = direction_ltv(lm, direction, run_sizes, sizes, seed=seed)
-        return MethodSetup(ltv.edits(), "block_input", "add", 0, (), {
+        return MethodSetup(ltv.edits(), 0, (), {
             "layer": lm.middle_layer, "steps": ltv.steps, "train_seconds": ltv.seconds,
             "val_accuracy": ltv.best_val_accuracy, "norm": float(ltv.vectors.norm()),
             "val_curve": [c["val_accuracy"] for c in ltv.curve if "epoch" in c]})
     if method == "random":
         ltv = direction_ltv(lm, direction, run_sizes, sizes, seed=seed)
         edits = random_vector_edits(ltv, draw)
-        return MethodSetup(edits, "block_input", "add", 0, (), {
+        return MethodSetup(edits, 0, (), {
             "layer": lm.middle_layer, "draw": draw, "norm": float(torch.stack([e.vector for e in edits]).norm())})
     if method in ("vanilla_tv", "vanilla_tv_difference"):
         tv = direction_vanilla_tv(lm, direction, run_sizes, sizes, seed=seed)
         form = "replace" if method == "vanilla_tv" else "difference"
-        return MethodSetup(tv.edits(form=form), "block_output", tv.mode(form), 0, (), {
+        return MethodSetup(tv.edits(form=form), 0, (), {
             "layer": tv.layer, "extract_seconds": tv.seconds,
             "dev_accuracy": {str(k): v for k, v in tv.dev_accuracy.items()}})
     if method == "function_vector":
         fv_config = extraction_configs(run_sizes, sizes)[1]
         fv = cached_function_vector(lm, dtask, run_sizes, config=fv_config, seed=seed)  # type: ignore[arg-type]
-        return MethodSetup(fv.edits(fv.layer), "block_output", "add", 0, (), {
+        return MethodSetup(fv.edits(fv.layer), 0, (), {
             "layer": fv.layer, "heads": [list(h) for h in fv.heads], "extract_seconds": fv.seconds})
     raise ValueError(f"unknown method {method!r}")
 
@@ -667,7 +663,7 @@ def method_scores(
                          demo_pool=setup.demo_pool, seed=seed, demo_sets=run_sizes.icl_demo_sets, cache_rows=False)
             scores = score_ab(es)
         else:
-            scores = score_ab(_zero_shot_set(lm, sizes.task, test), setup.edits, site=setup.site, mode=setup.mode)
+            scores = score_ab(_zero_shot_set(lm, sizes.task, test), setup.edits)
         return {"scores": scores.to_dict(), "myopic_letters": [e.output for e in test], "direction": direction,
                 "method": method, "seconds": time.perf_counter() - start, "info": setup.info}
 
@@ -924,11 +920,10 @@ class OptionTextScores:
 
 @torch.no_grad()
 def score_option_text(
-    textset: OptionTextSet, edits: Sequence[VectorEdit] = (), *, site: Site = "block_input", mode: Mode = "add",
-    batch_size: int = 32,
+    textset: OptionTextSet, edits: Sequence[VectorEdit] = (), *, batch_size: int = 32,
 ) -> OptionTextScores:
     """Mean log-probability per token of each option's text after each prompt of ``textset``, with ``edits``
-    injected at ``site`` in ``mode`` at their prompt positions (``-1`` = the last prompt token, ``":"`` of
+    injected at their sites, in their modes, at their prompt positions (``-1`` = the last prompt token, ``":"`` of
     ``A:``; the option's tokens run after it, teacher-forced, and see the vector through the prompt's keys and
     values and, at the injected position, the residual stream).
 
@@ -943,7 +938,7 @@ def score_option_text(
                 local = list(range(start, min(start + batch_size, len(index))))
                 for k in (0, 1):
                     ans = [textset.answers[index[i]][k] for i in local]
-                    logits, valid = runner.run(local, edits, answers=ans, site=site, mode=mode)
+                    logits, valid = runner.run(local, edits, answers=ans)
                     ids = pad_right(ans, 0, logits.shape[1], logits.device)[0]
                     token_lp = logits.float().log_softmax(-1).gather(-1, ids[..., None])[..., 0].double()
                     mean = (token_lp * valid).sum(-1) / valid.sum(-1)
@@ -1115,7 +1110,7 @@ def judgement_summary(judged: Sequence[str]) -> dict[str, Proportion]:
 
 def greedy_option_answers(
     textset: OptionTextSet, edits: Sequence[VectorEdit] = (), *, n: int | None = None, max_new_tokens: int = 24,
-    site: Site = "block_input", mode: Mode = "add", batch_size: int = 32,
+    batch_size: int = 32,
 ) -> list[str]:
     """Greedy answers to the option-text prompts of the first ``n`` items (None = all), options listed in
     their given order (the first order of the layout), with ``edits`` injected in the prompt pass only
@@ -1134,7 +1129,7 @@ def greedy_option_answers(
             rows = [list(prompts.rows[j]) if prefix is not None else list(prompts.shared) + list(prompts.rows[j])
                     for j in chunk]
             answers = greedy_from_ids(textset.lm, rows, edits, prefix=prefix, max_new_tokens=max_new_tokens,
-                                      site=site, mode=mode, stop="\n")
+                                      stop="\n")
             for j, a in zip(chunk, answers):
                 out[index[j]] = a
     return out
@@ -1291,7 +1286,6 @@ def behaviour_scores(
         start = time.perf_counter()
         setup = method_setup(lm, run_sizes, method, direction, seed=seed, sizes=sizes, draw=draw)
         items = [parse_item(e) for e in test]
-        run = {"site": setup.site, "mode": setup.mode}
         if setup.shots:
             assert direction is not None
             dtask = direction_task(sizes.task, direction)
@@ -1302,9 +1296,9 @@ def behaviour_scores(
             textset = OptionTextSet(lm, sizes.task, items, layout=layout, **icl)
         else:
             given, swapped, textset = _zero_shot_behaviour_sets(lm, sizes.task, test, layout)
-        ab, ab_swapped = score_ab(given, setup.edits, **run), score_ab(swapped, setup.edits, **run)
-        text = score_option_text(textset, setup.edits, **run)
-        answers = (greedy_option_answers(textset, setup.edits, n=n_judge, max_new_tokens=sizes.judge_new_tokens, **run)
+        ab, ab_swapped = score_ab(given, setup.edits), score_ab(swapped, setup.edits)
+        text = score_option_text(textset, setup.edits)
+        answers = (greedy_option_answers(textset, setup.edits, n=n_judge, max_new_tokens=sizes.judge_new_tokens)
                    if n_judge else [])
         record = {"method": method, "direction": direction, "seed": seed_key, "layout": layout,
                   **({"draw": draw} if method == "random" else {}),
