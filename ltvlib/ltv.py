@@ -39,6 +39,7 @@ from .cache import atomic_write_bytes, cache_path, code_version, task_key
 from .evaluate import EvalSet, evaluate
 from .forward import PromptRunner, Tail, tail_needed
 from .inject import VectorEdit, resolve_positions
+from .memo import memo, model_serial
 from .prompts import answer_ids, encode_prompts, sample_demos
 from .sites import check_layer
 from .stream_scale import site_stream_rms
@@ -291,19 +292,12 @@ def _grid_edits(params: Tensor, layers: Sequence[int], positions: Sequence[int])
 
 
 # The code path before the prompt store (LTV_PROMPT_STORE=0, see ltvlib.prompt_store): the last four runners
-# kept, keyed by everything that defines them, each prompt's cache computed lazily in the training batches. A
-# runner that keeps blocks from ``first_layer`` on serves any later layer too.
-_RUNNERS: dict[tuple, tuple[int, Any]] = {}
-
-
-def _memo(key: tuple, first_layer: int, build: Any) -> Any:
-    if key in _RUNNERS and _RUNNERS[key][0] <= first_layer:
-        return _RUNNERS[key][1]
-    _RUNNERS.pop(key, None)
-    while len(_RUNNERS) >= 4:
-        _RUNNERS.pop(next(iter(_RUNNERS)))
-    _RUNNERS[key] = (first_layer, build())
-    return _RUNNERS[key][1]
+# kept per model (:mod:`ltvlib.memo`), keyed by everything that defines them, each prompt's cache computed lazily
+# in the training batches. A runner that keeps blocks from ``first_layer`` on serves any later layer too.
+def _legacy_memo(lm: Any, key: tuple, first_layer: int, build: Any) -> Any:
+    entry = memo(lm, "ltv.runners", key, lambda: (first_layer, build()), keep=4,
+                 reuse=lambda e: e[0] <= first_layer)
+    return entry[1]
 
 
 @dataclass
@@ -338,9 +332,9 @@ def _training_prompts(
             runners.append(PromptRunner(lm, prompts, tail=tail, first_layer=first))
         return _TrainingPrompts(runners, groups)
 
-    key = ("train", lm.name, id(lm.model), task, tuple(train), shots, n_sets, tail, seed if shots else None)
+    key = ("train", lm.name, model_serial(lm), task, tuple(train), shots, n_sets, tail, seed if shots else None)
     if not prompt_store.enabled():
-        return _memo(key, first_layer, lambda: build(first_layer))
+        return _legacy_memo(lm, key, first_layer, lambda: build(first_layer))
 
     def prefill(data: _TrainingPrompts) -> int:
         answers = answer_ids(lm.tokenizer, task, [e.output for e in train])
@@ -353,14 +347,14 @@ def _validation_set(
     lm: Any, task: Task, val: list[Example], train: list[Example], shots: int, n_sets: int, seed: int,
     tail: Tail, first_layer: int,
 ) -> EvalSet:
-    key = ("val", lm.name, id(lm.model), task, tuple(val), shots, n_sets, seed if shots else None, tail)
+    key = ("val", lm.name, model_serial(lm), task, tuple(val), shots, n_sets, seed if shots else None, tail)
 
     def build(first: int) -> EvalSet:
         return EvalSet(lm, task, val, shots=shots, demo_pool=train, seed=seed, tail=tail,
                        demo_sets=n_sets if shots else None, first_layer=first)
 
     if not prompt_store.enabled():
-        return _memo(key, first_layer, lambda: build(first_layer))
+        return _legacy_memo(lm, key, first_layer, lambda: build(first_layer))
     return prompt_store.STORE.get(key, first_layer, build,
                                   lambda es: sum(runner.prefill() for _, runner in es.groups))
 
