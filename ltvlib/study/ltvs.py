@@ -21,7 +21,7 @@ from ..baselines.function_vector import FunctionVectorConfig
 from ..baselines.vanilla_tv import VanillaTVConfig
 from ..cache import cached_json, task_key
 from ..evaluate import EvalSet, evaluate
-from ..ltv import LearnedTaskVector, TrainConfig, cached_ltv
+from ..ltv import LearnedTaskVector, TrainConfig, train_ltv
 from ..memo import memo
 from ..stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
 from ..tasks import TaskSplits, get_task, load_splits
@@ -101,9 +101,10 @@ def trained_ltv(
     lm: Any, task: str, run_sizes: RunSizes, *, layers: list[int] | None = None, positions: tuple[int, ...] = (-1,),
     shots: int = 0, seed: int = 0, progress: bool = False,
 ) -> LearnedTaskVector:
-    """The LTV of ``task`` trained with ``run_sizes.recipe`` on the first ``n_train``/``n_val`` queries (cached)."""
-    return cached_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=run_sizes.recipe,
-                      seed=seed, n_train=run_sizes.n_train, n_val=run_sizes.n_val, progress=progress)
+    """The LTV of ``task`` trained with ``run_sizes.recipe`` on the first ``n_train``/``n_val`` queries:
+    :func:`ltvlib.ltv.train_ltv` with ``cache=True``."""
+    return train_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=run_sizes.recipe,
+                     seed=seed, n_train=run_sizes.n_train, n_val=run_sizes.n_val, cache=True, progress=progress)
 
 
 def trained_ltvs(
