@@ -29,6 +29,7 @@ import argparse
 import time
 
 from ltvlib import ltv as L
+from ltvlib import memo
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.models import load_model
 from ltvlib.stats import Proportion
@@ -83,7 +84,7 @@ def main() -> None:
         for layer in layers:
             accs, vals = {}, {}
             for name in recipes:
-                L._RUNNERS.clear()
+                memo.entries(lm, "ltv.runners").clear()
                 start = time.perf_counter()
                 try:
                     ltv = L.train_ltv(lm, task, layers=[layer], recipe=RECIPES[name], seed=args.seed, splits=splits,

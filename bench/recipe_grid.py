@@ -14,6 +14,7 @@ import argparse
 import time
 
 from ltvlib import ltv as L
+from ltvlib import memo
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.models import load_model
 from ltvlib.tasks import load_splits
@@ -44,7 +45,7 @@ def main() -> None:
     for name in args.recipes.split(","):
         if name not in GRID:
             raise SystemExit(f"unknown recipe {name!r}; allowed: {', '.join(GRID)}")
-        L._RUNNERS.clear()
+        memo.entries(lm, "ltv.runners").clear()
         wall, cpu = time.perf_counter(), time.process_time()
         ltv = L.train_ltv(lm, args.task, layers=[args.layer], recipe=GRID[name], splits=splits, progress=False)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -26,6 +26,7 @@ import json
 import math
 import random
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -39,6 +40,7 @@ from .cache import atomic_write_bytes, cache_path, code_version, task_key
 from .evaluate import EvalSet, evaluate
 from .forward import PromptRunner, Tail, tail_needed
 from .inject import VectorEdit, resolve_positions
+from .memo import memo, model_serial
 from .prompts import answer_ids, encode_prompts, sample_demos
 from .sites import check_layer
 from .stream_scale import site_stream_rms
@@ -291,19 +293,12 @@ def _grid_edits(params: Tensor, layers: Sequence[int], positions: Sequence[int])
 
 
 # The code path before the prompt store (LTV_PROMPT_STORE=0, see ltvlib.prompt_store): the last four runners
-# kept, keyed by everything that defines them, each prompt's cache computed lazily in the training batches. A
-# runner that keeps blocks from ``first_layer`` on serves any later layer too.
-_RUNNERS: dict[tuple, tuple[int, Any]] = {}
-
-
-def _memo(key: tuple, first_layer: int, build: Any) -> Any:
-    if key in _RUNNERS and _RUNNERS[key][0] <= first_layer:
-        return _RUNNERS[key][1]
-    _RUNNERS.pop(key, None)
-    while len(_RUNNERS) >= 4:
-        _RUNNERS.pop(next(iter(_RUNNERS)))
-    _RUNNERS[key] = (first_layer, build())
-    return _RUNNERS[key][1]
+# kept per model (:mod:`ltvlib.memo`), keyed by everything that defines them, each prompt's cache computed lazily
+# in the training batches. A runner that keeps blocks from ``first_layer`` on serves any later layer too.
+def _legacy_memo(lm: Any, key: tuple, first_layer: int, build: Any) -> Any:
+    entry = memo(lm, "ltv.runners", key, lambda: (first_layer, build()), keep=4,
+                 reuse=lambda e: e[0] <= first_layer)
+    return entry[1]
 
 
 @dataclass
@@ -338,9 +333,9 @@ def _training_prompts(
             runners.append(PromptRunner(lm, prompts, tail=tail, first_layer=first))
         return _TrainingPrompts(runners, groups)
 
-    key = ("train", lm.name, id(lm.model), task, tuple(train), shots, n_sets, tail, seed if shots else None)
+    key = ("train", lm.name, model_serial(lm), task, tuple(train), shots, n_sets, tail, seed if shots else None)
     if not prompt_store.enabled():
-        return _memo(key, first_layer, lambda: build(first_layer))
+        return _legacy_memo(lm, key, first_layer, lambda: build(first_layer))
 
     def prefill(data: _TrainingPrompts) -> int:
         answers = answer_ids(lm.tokenizer, task, [e.output for e in train])
@@ -353,14 +348,14 @@ def _validation_set(
     lm: Any, task: Task, val: list[Example], train: list[Example], shots: int, n_sets: int, seed: int,
     tail: Tail, first_layer: int,
 ) -> EvalSet:
-    key = ("val", lm.name, id(lm.model), task, tuple(val), shots, n_sets, seed if shots else None, tail)
+    key = ("val", lm.name, model_serial(lm), task, tuple(val), shots, n_sets, seed if shots else None, tail)
 
     def build(first: int) -> EvalSet:
         return EvalSet(lm, task, val, shots=shots, demo_pool=train, seed=seed, tail=tail,
                        demo_sets=n_sets if shots else None, first_layer=first)
 
     if not prompt_store.enabled():
-        return _memo(key, first_layer, lambda: build(first_layer))
+        return _legacy_memo(lm, key, first_layer, lambda: build(first_layer))
     return prompt_store.STORE.get(key, first_layer, build,
                                   lambda es: sum(runner.prefill() for _, runner in es.groups))
 
@@ -395,9 +390,23 @@ def train_ltv(
     recipe: str | TrainConfig = "fast",
     seed: int = 0,
     splits: TaskSplits | None = None,
+    n_train: int = 600,
+    n_val: int = 400,
+    cache: bool = False,
     progress: bool = True,
 ) -> LearnedTaskVector:
-    """Train a learned task vector.
+    """Train a learned task vector, or with ``cache=True`` read back the one trained earlier with the same
+    configuration, task data and code.
+
+    The one way to train an LTV. ``cache`` is off by default: a call that passes its own ``splits`` cannot be
+    keyed, and a plain call touches no disk; the book's chapters train through
+    :func:`ltvlib.study.ltvs.trained_ltv`, which passes ``cache=True``.
+
+    With ``cache=True`` vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (see :mod:`ltvlib.cache`);
+    the key holds the model name, the task's definition and the bytes of its data files
+    (:func:`ltvlib.cache.task_key`), layers, positions, shots, the config, seed, ``n_train``, ``n_val`` and the
+    code version, so a task whose data changed, or another task under the same name, is trained afresh.
+    Nothing is written unless training succeeds.
 
     Args:
         lm: the frozen model (:func:`ltvlib.models.load_model`).
@@ -407,13 +416,47 @@ def train_ltv(
         shots: demonstrations in the training prompts (0 = zero-shot, the paper's default).
         recipe: ``"fast"``, ``"paper"`` or a :class:`TrainConfig`.
         seed: seeds the initialisation, the query sampling and the demonstrations.
-        splits: data splits (default ``load_splits(task, seed=0)``: the split does not move with ``seed``).
+        splits: data splits (default ``load_splits(task, seed=0, n_train=n_train, n_val=n_val)``: the split does
+            not move with ``seed``); not with ``cache=True``.
+        n_train, n_val: sizes of the default splits' training and validation parts.
+        cache: look the vector up in the on-disk cache, and store it there after training.
         progress: show a progress bar.
 
     Raises:
-        ValueError: an unknown recipe, a layer or position out of range.
+        ValueError: an unknown recipe, a layer or position out of range; with ``cache=True``: ``splits`` given,
+            no positions or a position that is not an int (before anything is looked up).
         TrainingDivergedError: the loss became NaN/inf or exceeded ``config.max_loss``.
     """
+    if not cache:
+        return _train_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=recipe, seed=seed,
+                          splits=splits, n_train=n_train, n_val=n_val, progress=progress)
+    if splits is not None:
+        raise ValueError("train_ltv(cache=True) keys the vector by n_train and n_val: pass those, not splits")
+    task = get_task(task)
+    config = resolve_recipe(recipe)
+    layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
+    positions = tuple(positions)
+    if not positions or not all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
+        raise ValueError(f"positions must be a non-empty sequence of ints, got {positions!r}")
+    key = {
+        "model": lm.name, "task": task_key(task), "layers": layers, "positions": positions, "shots": shots,
+        "config": asdict(config), "seed": seed, "n_train": n_train, "n_val": n_val,
+    }
+    path = cache_path("ltv", key, ".safetensors")
+    if path.exists():
+        return LearnedTaskVector.load(path)
+    splits = load_splits(task, seed=0, n_train=n_train, n_val=n_val)
+    ltv = _train_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=config, seed=seed,
+                     splits=splits, n_train=n_train, n_val=n_val, progress=progress)
+    ltv.save(path)
+    return ltv
+
+
+def _train_ltv(
+    lm: Any, task: Task | str, *, layers: Sequence[int] | None, positions: Sequence[int], shots: int,
+    recipe: str | TrainConfig, seed: int, splits: TaskSplits | None, n_train: int, n_val: int, progress: bool,
+) -> LearnedTaskVector:
+    """:func:`train_ltv` without the cache: the training itself."""
     from tqdm import tqdm
 
     start = time.perf_counter()
@@ -421,7 +464,7 @@ def train_ltv(
     config = resolve_recipe(recipe)
     layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
     positions = tuple(positions)
-    splits = splits or load_splits(task, seed=0)
+    splits = splits or load_splits(task, seed=0, n_train=n_train, n_val=n_val)
     train, val = list(splits.train), list(splits.validation)[: config.val_queries]
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -534,37 +577,10 @@ def cached_ltv(
     n_val: int = 400,
     progress: bool = True,
 ) -> LearnedTaskVector:
-    """:func:`train_ltv`, or the vector trained earlier with the same configuration, task data and code.
-
-    Vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (see :mod:`ltvlib.cache`); the key holds the
-    task's definition and the bytes of its data files (:func:`ltvlib.cache.task_key`), so a task whose data
-    changed, or another task under the same name, is trained afresh. Nothing is written unless training
-    succeeds.
-
-    Raises:
-        ValueError: no positions, or a position that is not an int (before anything is looked up); a layer or
-            a position outside the prompts (from :func:`train_ltv`).
-    """
-    task = get_task(task)
-    config = resolve_recipe(recipe)
-    layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
-    positions = tuple(positions)
-    if not positions or not all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
-        raise ValueError(f"positions must be a non-empty sequence of ints, got {positions!r}")
-    key = {
-        "model": lm.name, "task": task_key(task), "layers": layers, "positions": positions, "shots": shots,
-        "config": asdict(config), "seed": seed, "n_train": n_train, "n_val": n_val,
-    }
-    path = cache_path("ltv", key, ".safetensors")
-    if path.exists():
-        return LearnedTaskVector.load(path)
-    splits = load_splits(task, seed=0, n_train=n_train, n_val=n_val)
-    ltv = train_ltv(
-        lm, task, layers=layers, positions=positions, shots=shots, recipe=config, seed=seed, splits=splits,
-        progress=progress,
-    )
-    ltv.save(path)
-    return ltv
+    """Deprecated: ``train_ltv(..., cache=True)`` (the same cache entries); emits a ``DeprecationWarning``."""
+    warnings.warn("cached_ltv is deprecated: use train_ltv(..., cache=True)", DeprecationWarning, stacklevel=2)
+    return train_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=recipe, seed=seed,
+                     n_train=n_train, n_val=n_val, cache=True, progress=progress)
 
 
 def absolute_recipe(config: TrainConfig, rms: float = FAST_REFERENCE_RMS) -> TrainConfig:

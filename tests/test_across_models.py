@@ -11,9 +11,10 @@ import dataclasses
 import pytest
 import torch
 
+from ltvlib import memo
 from ltvlib.analysis import key_heads
 from ltvlib.evaluate import EvalSet, evaluate
-from ltvlib.study import linearity, ltvs
+from ltvlib.study import linearity
 from ltvlib.study.across_models import (
     architecture_row,
     attention_write_check,
@@ -194,9 +195,9 @@ def test_clear_memory_empties_the_stores(llama, cache):
     ltv = trained_ltv(llama, "antonym", SMOKE)
     ltv_accuracy(llama, ltv, SMOKE)
     key_heads.last_token_runner(llama, "antonym", load_splits("antonym").test[:4])
-    assert ltvs._TEST_SETS and key_heads._RUNNERS
+    assert memo.entries(llama, "ltvs.test_sets") and memo.entries(llama, "key_heads.runners")
     clear_memory()
-    assert not ltvs._TEST_SETS and not key_heads._RUNNERS
+    assert not memo.entries(llama, "ltvs.test_sets") and not memo.entries(llama, "key_heads.runners")
 
 
 def _fake_fv(lm, heads, seed=0, vector=None):

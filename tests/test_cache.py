@@ -224,20 +224,20 @@ def _edit_first_answer(path: Path, answer: str) -> None:
 
 @pytest.fixture
 def training_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Counts the trainings cached_ltv starts (a cache hit starts none)."""
+    """Counts the trainings train_ltv(cache=True) starts (a cache hit starts none)."""
     calls: list[str] = []
-    real = ltv.train_ltv
+    real = ltv._train_ltv
 
     def counting(lm, task, **kwargs):
         calls.append(get_task(task).name)
         return real(lm, task, **kwargs)
 
-    monkeypatch.setattr(ltv, "train_ltv", counting)
+    monkeypatch.setattr(ltv, "_train_ltv", counting)
     return calls
 
 
 def _cached(lm, task="antonym"):
-    return ltv.cached_ltv(lm, task, layers=[1], recipe=TINY, n_train=16, n_val=8, progress=False)
+    return ltv.train_ltv(lm, task, layers=[1], recipe=TINY, n_train=16, n_val=8, cache=True, progress=False)
 
 
 def test_task_fingerprint_follows_definition_and_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,8 +305,8 @@ def test_cached_ltv_bad_position_writes_nothing(llama, tmp_cache: Path) -> None:
 
 
 def _cached_at(lm, positions):
-    return ltv.cached_ltv(lm, "antonym", layers=[1], positions=positions, recipe=TINY, n_train=16, n_val=8,
-                          progress=False)
+    return ltv.train_ltv(lm, "antonym", layers=[1], positions=positions, recipe=TINY, n_train=16, n_val=8,
+                         cache=True, progress=False)
 
 
 # ---------------------------------------------------------------------------------- code in the keys

@@ -111,6 +111,51 @@ def test_unknown_task(llama):
         train_ltv(llama, "antonyms", progress=False)
 
 
+
+@pytest.fixture
+def trainings(monkeypatch, tmp_path):
+    """An empty on-disk cache, and the trainings train_ltv starts (a cache hit starts none)."""
+    from ltvlib import ltv as ltv_module
+
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path / "cache"))
+    calls: list[str] = []
+    real = ltv_module._train_ltv
+
+    def counting(lm, task, **kwargs):
+        calls.append(getattr(task, "name", task))
+        return real(lm, task, **kwargs)
+
+    monkeypatch.setattr(ltv_module, "_train_ltv", counting)
+    return calls
+
+
+CACHED = {"layers": [1], "recipe": with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8),
+          "n_train": 16, "n_val": 8, "progress": False}
+
+
+def test_cache_writes_then_reads(llama, trainings, tmp_path):
+    first = train_ltv(llama, "antonym", cache=True, **CACHED)
+    files = list((tmp_path / "cache" / "vectors" / "ltv").glob("*.safetensors"))
+    assert trainings == ["antonym"] and len(files) == 1
+    again = train_ltv(llama, "antonym", cache=True, **CACHED)
+    assert trainings == ["antonym"]  # read back, not trained
+    assert torch.equal(again.vectors, first.vectors) and again.metadata() == first.metadata()
+    # without the cache: trained afresh on the same default splits (n_train, n_val), the same vector
+    plain = train_ltv(llama, "antonym", **CACHED)
+    assert trainings == ["antonym", "antonym"] and torch.equal(plain.vectors, first.vectors)
+    with pytest.raises(ValueError, match="pass those, not splits"):
+        train_ltv(llama, "antonym", cache=True, splits=_splits(), progress=False)
+
+
+def test_cached_ltv_is_a_deprecated_alias(llama, trainings):
+    from ltvlib.ltv import cached_ltv
+
+    first = train_ltv(llama, "antonym", cache=True, **CACHED)
+    with pytest.warns(DeprecationWarning, match="train_ltv"):
+        alias = cached_ltv(llama, "antonym", **CACHED)
+    assert trainings == ["antonym"]  # the same cache entry
+    assert torch.equal(alias.vectors, first.vectors)
+
 def test_k_shot_queries_keep_one_block_that_never_shows_them(llama):
     """With k-shot training each query always uses the same demonstration block (so its own prefix is cached
     once), and no block contains its own queries."""

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltvlib import ltv as ltv_module
-from ltvlib import prompt_store
+from ltvlib import memo, prompt_store
 from ltvlib.forward import PromptRunner
 from ltvlib.ltv import FAST_RECIPE, PAPER_RECIPE, train_ltv, with_config
 from ltvlib.prompt_store import PromptStore
@@ -23,9 +22,9 @@ def _splits():
 @pytest.fixture
 def fresh(monkeypatch):
     """An empty process store and legacy memo for the test, whatever ran before."""
+    memo.clear_memory()
     store = PromptStore()
     monkeypatch.setattr(prompt_store, "STORE", store)
-    monkeypatch.setattr(ltv_module, "_RUNNERS", {})
     return store
 
 

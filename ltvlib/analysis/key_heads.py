@@ -37,6 +37,7 @@ from ..heads import HeadPatch, check_head, head_outputs, o_proj
 from ..hooks import Hook, first_input, hooked, with_first_input
 from ..inject import VectorEdit, inject, resolve_positions
 from ..kv_cache import KVPrefix, compute_prefix, forward_tokens
+from ..memo import memo
 from ..prompts import answer_ids, encode_prompts, pad_left
 from ..sites import attention, check_layer
 from ..stats import wilson_interval
@@ -124,17 +125,10 @@ class LastTokenRunner:
         return logits[:, -1]
 
 
-_RUNNERS: dict[tuple, LastTokenRunner] = {}
-
-
 def last_token_runner(lm: Any, task: str, examples: Sequence[Example]) -> LastTokenRunner:
-    """A :class:`LastTokenRunner`, kept in memory for the last few (model, task, examples)."""
-    key = (id(lm.model), task, tuple(examples))
-    if key not in _RUNNERS:
-        while len(_RUNNERS) >= 4:
-            _RUNNERS.pop(next(iter(_RUNNERS)))
-        _RUNNERS[key] = LastTokenRunner(lm, task, examples)
-    return _RUNNERS[key]
+    """A :class:`LastTokenRunner`, kept in the model's memo (:mod:`ltvlib.memo`) for its last four (task,
+    examples)."""
+    return memo(lm, "key_heads.runners", (task, tuple(examples)), lambda: LastTokenRunner(lm, task, examples), keep=4)
 
 
 # --------------------------------------------------------------------------------------------------------

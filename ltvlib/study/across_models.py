@@ -48,7 +48,6 @@ missing with the reason (:func:`middle_layer_results`).
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -56,6 +55,7 @@ from typing import Any
 
 import torch
 
+from .. import memo
 from ..analysis.key_heads import LastTokenRunner
 from ..analysis.linearity import LinearityConfig, ShiftProbe, final_norm, record_final_norm_input
 from ..cache import cached_json, dependency_hash, task_key
@@ -567,17 +567,9 @@ def function_vector_write(lm: Any, fv: Any) -> dict[str, float]:
 
 def clear_memory() -> None:
     """Drop the prompt sets, runners and probes that the measuring modules keep in memory between calls (they
-    hold a reference to their model), so that a model deleted by the caller is freed before the next loads."""
-    from .. import ltv
-    from ..analysis import key_heads
-    from . import extracted, linearity, ltvs
-
-    for store in (ltvs._TEST_SETS, extracted._EVALSETS, ltv._RUNNERS, key_heads._RUNNERS,
-                  linearity._PROBES, linearity._EVALSETS):
-        store.clear()
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    hold a reference to their model), so that a model deleted by the caller is freed before the next loads:
+    :func:`ltvlib.memo.clear_memory`."""
+    memo.clear_memory()
 
 
 def architecture_row(lm: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from ..baselines.vanilla_tv import (
 )
 from ..cache import cache_path, cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet, evaluate
+from ..memo import memo
 from ..sites import check_layer
 from ..stats import Estimate
 from ..tasks import get_task
@@ -73,19 +74,12 @@ def cached_function_vector(
     return fv
 
 
-# Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the last few
-# are kept in memory.
-_EVALSETS: dict[tuple, EvalSet] = {}
-
-
+# Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the model's
+# memo (:mod:`ltvlib.memo`) keeps the last two.
 def _test_evalset(lm: Any, task: str, run_sizes: RunSizes, template: str) -> EvalSet:
     splits = task_splits(task, run_sizes)
-    key = (id(lm.model), task, template, tuple(splits.test))
-    if key not in _EVALSETS:
-        while len(_EVALSETS) >= 2:
-            _EVALSETS.pop(next(iter(_EVALSETS)))
-        _EVALSETS[key] = EvalSet(lm, vanilla_task(task, template), splits.test, tail=1)  # type: ignore[arg-type]
-    return _EVALSETS[key]
+    return memo(lm, "extracted.evalsets", (task, template, tuple(splits.test)),
+                lambda: EvalSet(lm, vanilla_task(task, template), splits.test, tail=1), keep=2)  # type: ignore[arg-type]
 
 
 def _summary(r: Any) -> dict[str, Any]:

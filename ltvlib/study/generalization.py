@@ -38,6 +38,7 @@ from ..cache import cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet, evaluate
 from ..inject import VectorEdit
 from ..ltv import LearnedTaskVector
+from ..memo import memo
 from ..prompts import encode_prompts
 from ..stats import Estimate
 from ..tasks import get_task
@@ -260,15 +261,11 @@ def shared_labels(source: str, target: str) -> tuple[str, ...]:
 
 
 # The targets' test prompts with their cached prefixes; one target's set is evaluated with every source vector
-# in turn, so only the last one is kept.
-_TARGET_SETS: dict[tuple, EvalSet] = {}
-
-
+# in turn, so the model's memo (:mod:`ltvlib.memo`) keeps only the last one.
 def _target_set(lm: Any, target: str, run_sizes: RunSizes, layer: int) -> EvalSet:
     splits = task_splits(target, run_sizes)
-    key = (id(lm.model), target, splits.test, layer)
-    if key not in _TARGET_SETS:
-        _TARGET_SETS.clear()
+
+    def build() -> EvalSet:
         task = get_task(target)
         # Shortest prompts first, so a batch pads little (RTE prompts run from 20 to 300 tokens); accuracy and
         # the prediction counts do not depend on the order.
@@ -277,9 +274,9 @@ def _target_set(lm: Any, target: str, run_sizes: RunSizes, layer: int) -> EvalSe
         # Keys/values from the injection block on (the blocks before it are unaffected by the vector), with
         # room for every prompt of the longest tasks: each row's prefix is computed once, then every vector
         # costs one single-token pass from the injection block.
-        _TARGET_SETS[key] = EvalSet(lm, task, ordered, tail=1, cache_rows=True, max_cache_bytes=2 * 2**30,
-                                    first_layer=layer)
-    return _TARGET_SETS[key]
+        return EvalSet(lm, task, ordered, tail=1, cache_rows=True, max_cache_bytes=2 * 2**30, first_layer=layer)
+
+    return memo(lm, "generalization.target_sets", (target, splits.test, layer), build, keep=1)
 
 
 def _top_predictions(predicted: Sequence[str], k: int = 3) -> list[list[Any]]:

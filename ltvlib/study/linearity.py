@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -33,22 +34,15 @@ from ..analysis.linearity import (
 from ..cache import cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet, evaluate
 from ..inject import VectorEdit
+from ..memo import memo
 from ..sites import check_layer
-from ..tasks import get_task
+from ..tasks import Example, get_task
 from .ltvs import RunSizes
 
-_PROBES: dict[tuple, ShiftProbe] = {}
 
-
-_EVALSETS: dict[tuple, EvalSet] = {}
-
-
-def _memo(store: dict, key: tuple, build: Any, keep: int = 2) -> Any:
-    if key not in store:
-        while len(store) >= keep:
-            store.pop(next(iter(store)))
-        store[key] = build()
-    return store[key]
+# The model's memo (:mod:`ltvlib.memo`) keeps its last two probes (fit and test queries) and its last test set.
+def _probe(lm: Any, which: str, task: str, queries: Sequence[Example]) -> ShiftProbe:
+    return memo(lm, "linearity.probes", (which, task, tuple(queries)), lambda: ShiftProbe(lm, task, queries), keep=2)
 
 
 def cached_linearity(
@@ -80,8 +74,8 @@ def cached_linearity(
     def compute() -> dict[str, Any]:
         start = time.perf_counter()
         fit_q = list(splits.train[: config.n_queries])
-        probe = _memo(_PROBES, ("fit", id(lm.model), task, tuple(fit_q)), lambda: ShiftProbe(lm, task, fit_q))
-        test = _memo(_PROBES, ("test", id(lm.model), task, splits.test), lambda: ShiftProbe(lm, task, splits.test))
+        probe = _probe(lm, "fit", task, fit_q)
+        test = _probe(lm, "test", task, splits.test)
         fit = fit_linear_map(probe, layer, theta, config)
         q, s = polar(fit.W)
         w_t, q_t, s_t = fit.W @ theta, q @ theta, s @ theta
@@ -94,7 +88,7 @@ def cached_linearity(
         add = additivity(probe, layer, theta, partner, at_theta1=at_theta)
         # accuracies: the LTV as trained, its reconstruction by a hook, and offline variants
         real = ltv_accuracy(lm, ltv, run_sizes, seed=seed)
-        es = _memo(_EVALSETS, (id(lm.model), task, splits.test), lambda: EvalSet(lm, task, splits.test, tail=1), keep=1)
+        es = memo(lm, "linearity.evalsets", (task, splits.test), lambda: EvalSet(lm, task, splits.test, tail=1), keep=1)
         with add_before_final_norm(lm, w_t.to(lm.device)):
             recon = evaluate(es)
         # the other reading of "at the last layer": the LTV's own site, block L-1's input
@@ -173,8 +167,8 @@ def cached_linearity_control(
     def compute() -> dict[str, Any]:
         start = time.perf_counter()
         fit_q = list(splits.train[: config.n_queries])
-        probe = _memo(_PROBES, ("fit", id(lm.model), task, tuple(fit_q)), lambda: ShiftProbe(lm, task, fit_q))
-        test = _memo(_PROBES, ("test", id(lm.model), task, splits.test), lambda: ShiftProbe(lm, task, splits.test))
+        probe = _probe(lm, "fit", task, fit_q)
+        test = _probe(lm, "test", task, splits.test)
         token_ids = label_token_ids(lm, task, list(splits.test))
         draws = random_like(theta.cpu(), n_draws, seed + 2)
         base = cached_linearity(lm, task, run_sizes, layer, config=config, seed=seed)

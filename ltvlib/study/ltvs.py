@@ -21,7 +21,8 @@ from ..baselines.function_vector import FunctionVectorConfig
 from ..baselines.vanilla_tv import VanillaTVConfig
 from ..cache import cached_json, task_key
 from ..evaluate import EvalSet, evaluate
-from ..ltv import LearnedTaskVector, TrainConfig, cached_ltv
+from ..ltv import LearnedTaskVector, TrainConfig, train_ltv
+from ..memo import memo
 from ..stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
 from ..tasks import TaskSplits, get_task, load_splits
 
@@ -100,9 +101,10 @@ def trained_ltv(
     lm: Any, task: str, run_sizes: RunSizes, *, layers: list[int] | None = None, positions: tuple[int, ...] = (-1,),
     shots: int = 0, seed: int = 0, progress: bool = False,
 ) -> LearnedTaskVector:
-    """The LTV of ``task`` trained with ``run_sizes.recipe`` on the first ``n_train``/``n_val`` queries (cached)."""
-    return cached_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=run_sizes.recipe,
-                      seed=seed, n_train=run_sizes.n_train, n_val=run_sizes.n_val, progress=progress)
+    """The LTV of ``task`` trained with ``run_sizes.recipe`` on the first ``n_train``/``n_val`` queries:
+    :func:`ltvlib.ltv.train_ltv` with ``cache=True``."""
+    return train_ltv(lm, task, layers=layers, positions=positions, shots=shots, recipe=run_sizes.recipe,
+                     seed=seed, n_train=run_sizes.n_train, n_val=run_sizes.n_val, cache=True, progress=progress)
 
 
 def trained_ltvs(
@@ -115,21 +117,14 @@ def trained_ltvs(
                         progress=progress) for s in seeds]
 
 
-# A sweep evaluates many vectors on the same test prompts: keep the last few test sets (with their cached
-# prompt prefixes) in memory.
-_TEST_SETS: dict[tuple, EvalSet] = {}
-
-
+# A sweep evaluates many vectors on the same test prompts: the model's memo (:mod:`ltvlib.memo`) keeps its last
+# three test sets (with their cached prompt prefixes).
 def _test_set(
     lm: Any, task: str, splits: TaskSplits, shots: int, seed: int, demo_sets: int | None, tail: int | None
 ) -> EvalSet:
-    key = (id(lm.model), task, splits.test, shots, seed, demo_sets, tail)
-    if key not in _TEST_SETS:
-        while len(_TEST_SETS) >= 3:
-            _TEST_SETS.pop(next(iter(_TEST_SETS)))
-        _TEST_SETS[key] = EvalSet(lm, get_task(task), splits.test, shots=shots, demo_pool=splits.train, seed=seed,
-                                  demo_sets=demo_sets, tail=tail, cache_rows=demo_sets is None)
-    return _TEST_SETS[key]
+    return memo(lm, "ltvs.test_sets", (task, splits.test, shots, seed, demo_sets, tail),
+                lambda: EvalSet(lm, get_task(task), splits.test, shots=shots, demo_pool=splits.train, seed=seed,
+                                demo_sets=demo_sets, tail=tail, cache_rows=demo_sets is None), keep=3)
 
 
 def ltv_accuracy(

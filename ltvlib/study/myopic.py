@@ -55,6 +55,7 @@ from ..evaluate import EvalSet
 from ..inject import VectorEdit, inject
 from ..kv_cache import KVPrefix, forward_tokens
 from ..ltv import LearnedTaskVector, TrainConfig, train_ltv, with_config
+from ..memo import memo
 from ..prompts import answer_ids, pad_left, pad_right, special_prefix
 from ..stats import DEFAULT_RESAMPLES, Estimate, Proportion, paired_bootstrap_difference, seed_interval
 from ..tasks import Example, RowSpec, Task, TaskSplits, get_task, load_splits
@@ -540,9 +541,6 @@ def method_label(method: str) -> str:
     return METHOD_NAMES[method]
 
 
-_ZERO_SHOT_SETS: dict[tuple, EvalSet] = {}
-
-
 ZERO_SHOT_CACHE_BYTES = 2 * 2**30
 """Memory cap of the held-out prompts' key/value cache. It must hold every prompt, or each vector's scoring
 recomputes the prompts beyond it: 160 myopic prompts (about 10,700 tokens) take about 0.5 GB in float32 on
@@ -552,12 +550,9 @@ SmolLM2-135M (30 layers x 2 x 192 key/value dimensions), more than :class:`~ltvl
 
 def _zero_shot_set(lm: Any, task: str, test: tuple[Example, ...]) -> EvalSet:
     # One set of zero-shot prompts (and cached prefixes) serves every vector and both directions: the prompts
-    # do not depend on the labels.
-    key = (id(lm.model), task, test)
-    if key not in _ZERO_SHOT_SETS:
-        _ZERO_SHOT_SETS.clear()
-        _ZERO_SHOT_SETS[key] = EvalSet(lm, get_task(task), test, tail=1, max_cache_bytes=ZERO_SHOT_CACHE_BYTES)
-    return _ZERO_SHOT_SETS[key]
+    # do not depend on the labels. The model's memo (:mod:`ltvlib.memo`) keeps the last one.
+    return memo(lm, "myopic.zero_shot_sets", (task, test),
+                lambda: EvalSet(lm, get_task(task), test, tail=1, max_cache_bytes=ZERO_SHOT_CACHE_BYTES), keep=1)
 
 
 @dataclass
@@ -1149,21 +1144,19 @@ DIFFERENCE_METRICS: tuple[str, ...] = ("text_p_myopic", "letter_debiased_p_myopi
 """The metrics compared between methods (paired bootstrap)."""
 
 
-_BEHAVIOUR_SETS: dict[tuple, tuple[EvalSet, OptionTextSet]] = {}
-
-
 def _zero_shot_behaviour_sets(
     lm: Any, task: str, test: tuple[Example, ...], layout: str
 ) -> tuple[EvalSet, EvalSet, OptionTextSet]:
     # The A/B prompts of the items as given (shared with method_scores), of the swapped items, and the
-    # option-text prompts: built once, their prefixes serve every vector and both directions.
-    key = (id(lm.model), task, test, layout)
-    if key not in _BEHAVIOUR_SETS:
-        _BEHAVIOUR_SETS.clear()
+    # option-text prompts: built once, their prefixes serve every vector and both directions (the model's memo,
+    # :mod:`ltvlib.memo`, keeps the last ones).
+    def build() -> tuple[EvalSet, OptionTextSet]:
         swapped = EvalSet(lm, get_task(task), [swap_options(e) for e in test], tail=1,
                           max_cache_bytes=ZERO_SHOT_CACHE_BYTES)
-        _BEHAVIOUR_SETS[key] = (swapped, OptionTextSet(lm, task, [parse_item(e) for e in test], layout=layout))
-    return (_zero_shot_set(lm, task, test), *_BEHAVIOUR_SETS[key])
+        return swapped, OptionTextSet(lm, task, [parse_item(e) for e in test], layout=layout)
+
+    behaviour = memo(lm, "myopic.behaviour_sets", (task, test, layout), build, keep=1)
+    return (_zero_shot_set(lm, task, test), *behaviour)
 
 
 def behaviour_items(record: dict[str, Any]) -> dict[str, list[float]]:

@@ -1,0 +1,113 @@
+"""In-memory memos per model: the prompt sets, runners and probes that measuring code reuses between calls.
+
+Each model carries its own store, an attribute of its ``torch.nn.Module``, so an entry lives as long as its model
+and no longer: a freed model takes its entries with it, and a model loaded later never finds another model's
+entries (a key holding ``id(model)`` could: CPython reuses the id of a freed object). Entries usually hold their
+model (a runner keeps ``lm``); that cycle is collected with the model once nothing else holds it.
+
+A store is divided into namespaces, one per memo (e.g. ``"ltvs.test_sets"``); a namespace may keep only its
+last ``keep`` entries, the oldest stored dropped first, before the new one is built (a hit does not refresh an
+entry). :func:`clear_memory` empties every model's store and the prompt store (:mod:`ltvlib.prompt_store`),
+then collects garbage, so a model the caller deleted is freed before the next one loads.
+
+A copy of a model (``copy.deepcopy``, pickling) starts with an empty store of its own.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import torch
+
+__all__ = ["clear_memory", "entries", "memo", "model_serial"]
+
+_ATTRIBUTE = "_ltvlib_memo"
+_MODELS: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # every module that has a store
+_SERIALS = itertools.count(1)
+
+
+class _Store:
+    """One model's memos: ``namespaces[name]`` maps keys to values in the order they were stored; ``serial``
+    numbers the model for the life of the process (never reused)."""
+
+    def __init__(self) -> None:
+        self.serial = next(_SERIALS)
+        self.namespaces: dict[str, OrderedDict[Hashable, Any]] = {}
+
+    def __deepcopy__(self, memo: dict) -> _Store:
+        return _Store()
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return _Store, ()
+
+
+def _module(lm: Any) -> torch.nn.Module:
+    """The module a store hangs on: ``lm`` itself when it is a module, else ``lm.model`` (a loaded model)."""
+    return lm if isinstance(lm, torch.nn.Module) else lm.model
+
+
+def _store(lm: Any) -> _Store:
+    module = _module(lm)
+    store = module.__dict__.get(_ATTRIBUTE)
+    if store is None:
+        store = module.__dict__[_ATTRIBUTE] = _Store()
+    _MODELS.add(module)
+    return store
+
+
+def entries(lm: Any, namespace: str) -> OrderedDict[Hashable, Any]:
+    """The live entries of ``namespace`` in ``lm``'s store (created empty on first use)."""
+    return _store(lm).namespaces.setdefault(namespace, OrderedDict())
+
+
+def memo(
+    lm: Any, namespace: str, key: Hashable, build: Callable[[], Any], keep: int | None = None, *,
+    reuse: Callable[[Any], bool] | None = None,
+) -> Any:
+    """The value stored under ``key`` in ``namespace`` of ``lm``'s store, else ``build()``, stored there.
+
+    Args:
+        lm: a loaded model (:func:`ltvlib.models.load_model`) or a ``torch.nn.Module``; the key need not name it.
+        namespace: the memo's name; one per call site (or per set of call sites sharing a bound).
+        key: what else the value depends on (hashable).
+        build: computes the value on a miss.
+        keep: at most this many entries in the namespace: on a miss the oldest stored are dropped first, before
+            ``build`` runs (None: unbounded).
+        reuse: a stored value for which ``reuse(value)`` is false is dropped and rebuilt.
+    """
+    store = entries(lm, namespace)
+    if key in store:
+        if reuse is None or reuse(store[key]):
+            return store[key]
+        del store[key]
+    if keep is not None:
+        while store and len(store) >= keep:
+            store.popitem(last=False)
+    value = store[key] = build()
+    return value
+
+
+def model_serial(lm: Any) -> int:
+    """A number naming ``lm``'s model for the life of the process, never given to another model (unlike
+    ``id``): for keys of caches that outlive no model but are shared between models (the prompt store)."""
+    return _store(lm).serial
+
+
+def clear_memory() -> None:
+    """Drop every model's memos and the prompt store's entries, collect garbage and, on CUDA, return the freed
+    cache to the driver. A model's serial number stays."""
+    from . import prompt_store
+
+    for module in list(_MODELS):
+        store = module.__dict__.get(_ATTRIBUTE)
+        if store is not None:
+            store.namespaces.clear()
+    prompt_store.STORE.entries.clear()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
