@@ -82,6 +82,10 @@ class TrainConfig:
             the labels present, :attr:`ltvlib.evaluate.EvalResult.balanced_accuracy`: a vector that predicts
             the majority label of a skewed validation pool does not score above one that separates the labels)
             or ``"auto"`` (default): balanced accuracy for classification tasks, accuracy for generation tasks.
+        retries_without_progress: when a run ends with its kept vector no better on validation than its random
+            start (it did not train), train again from the same start and batches with the learning rate
+            multiplied by ``retry_lr_factor``, at most this many times (0: never; the released recipe).
+        retry_lr_factor: the learning rate's factor per retry.
     """
 
     recipe: str
@@ -99,10 +103,16 @@ class TrainConfig:
     val_queries: int | None = None
     relative_to_stream: bool = False
     early_stopping: str = "auto"
+    retries_without_progress: int = 0
+    retry_lr_factor: float = 1 / 3
 
     def __post_init__(self) -> None:
         if self.early_stopping not in EARLY_STOPPING:
             raise ValueError(f"unknown early_stopping {self.early_stopping!r}; allowed: {', '.join(EARLY_STOPPING)}")
+        if self.retries_without_progress < 0:
+            raise ValueError(f"retries_without_progress must be >= 0, got {self.retries_without_progress}")
+        if not 0 < self.retry_lr_factor < 1:
+            raise ValueError(f"retry_lr_factor must lie in (0, 1), got {self.retry_lr_factor}")
 
 
 PAPER_RECIPE = TrainConfig(
@@ -125,7 +135,7 @@ steps as absolute numbers at this stream divided by it (lr 2.7, init 0.1: e.g. l
 FAST_RECIPE = TrainConfig(
     recipe="fast", lr=2.7 / FAST_REFERENCE_RMS, weight_decay=0.01, batch_size=16, epochs=8,
     samples_per_epoch=128, init_range=0.1 / FAST_REFERENCE_RMS, patience=2, prefix_cache=True,
-    patience_after_gain=True, val_queries=200, relative_to_stream=True,
+    patience_after_gain=True, val_queries=200, relative_to_stream=True, retries_without_progress=2,
 )
 """Ours: batches of 16 with a larger learning rate, relative to the stream (lr 2.7 / 6.15 = 0.439 and init
 0.1 / 6.15 = 0.0163 times the stream RMS at each vector's site, :data:`FAST_REFERENCE_RMS`), at most 8 epochs of 128 queries (64
@@ -148,6 +158,11 @@ score (what early stopping sees; never the test accuracy) over those 10 points. 
 and 46.8 %: x27, so lr 2.7 at a stream of RMS 6.15 (bench/RESULTS.md, 2026-12-01). Larger steps matter most on
 TREC at early layers (layer 0: 0.0 % at x1, 45.0 % test at x27); on Antonym the factors from 3 to 81 lie within
 a few points of each other.
+A run that does not train (its kept vector no better on validation than its random start) is trained again
+from the same start with a third of the learning rate, at most twice (``retries_without_progress``): at the
+last layer a step relative to the stream can still be too large (Gemma-3-270M's layer 17 on Antonym trained at
+x9 and not at x27, bench/RESULTS.md); a run that trains is never retried, so this costs time only where a
+vector would otherwise be reported as "did not train".
 ``bench/train_recipes.py`` and ``bench/recipe_grid.py`` compare recipes side by side;
 ``bench/layer_recipes.py`` across layers and models."""
 
@@ -188,7 +203,10 @@ class LearnedTaskVector:
             means the result *is* the random starting vector and must not be reported as a learned one.
             None: unknown (a file that predates these fields and has no curve).
         stream_rms: per row of ``vectors``, the stream RMS its steps were scaled by (None: absolute recipe).
-        effective_lr, effective_init: per row, the peak learning rate and initial range actually used.
+        effective_lr, effective_init: per row, the peak learning rate and initial range actually used (by the
+            kept attempt).
+        attempts: training runs made (1, plus one per retry of :attr:`TrainConfig.retries_without_progress`);
+            attempt_scores: the best validation score of each (the last is the kept one's).
         steps: optimiser steps taken; seconds: wall time of :func:`train_ltv`, including building the
             prompt caches, measuring the stream and every validation pass.
     """
@@ -215,6 +233,8 @@ class LearnedTaskVector:
     stream_rms: tuple[float, ...] | None = None
     effective_lr: tuple[float, ...] = ()
     effective_init: tuple[float, ...] = ()
+    attempts: int = 1
+    attempt_scores: tuple[float, ...] = ()
 
     def edits(self, scale: float = 1.0) -> list[VectorEdit]:
         """The vectors as injections (optionally scaled)."""
@@ -252,7 +272,7 @@ class LearnedTaskVector:
         meta["config"] = TrainConfig(**meta["config"])
         meta["layers"] = tuple(meta["layers"])
         meta["positions"] = tuple(meta["positions"])
-        for name in ("stream_rms", "effective_lr", "effective_init"):
+        for name in ("stream_rms", "effective_lr", "effective_init", "attempt_scores"):
             if meta.get(name) is not None:
                 meta[name] = tuple(meta[name])
         if "trained" not in meta:
@@ -456,12 +476,34 @@ def _train_ltv(
     lm: Any, task: Task | str, *, layers: Sequence[int] | None, positions: Sequence[int], shots: int,
     recipe: str | TrainConfig, seed: int, splits: TaskSplits | None, n_train: int, n_val: int, progress: bool,
 ) -> LearnedTaskVector:
-    """:func:`train_ltv` without the cache: the training itself."""
+    """:func:`train_ltv` without the cache: one run, and the retries of a run that did not train."""
+    start = time.perf_counter()
+    config = resolve_recipe(recipe)
+    scores: list[float] = []
+    factor = 1.0
+    while True:
+        ltv = _train_attempt(lm, task, layers=layers, positions=positions, shots=shots, config=config,
+                             lr_factor=factor, seed=seed, splits=splits, n_train=n_train, n_val=n_val,
+                             progress=progress)
+        scores.append(ltv.best_val_score)
+        if ltv.trained or len(scores) > config.retries_without_progress:
+            break
+        factor *= config.retry_lr_factor
+    ltv.attempts, ltv.attempt_scores, ltv.seconds = len(scores), tuple(scores), time.perf_counter() - start
+    return ltv
+
+
+def _train_attempt(
+    lm: Any, task: Task | str, *, layers: Sequence[int] | None, positions: Sequence[int], shots: int,
+    config: TrainConfig, lr_factor: float, seed: int, splits: TaskSplits | None, n_train: int, n_val: int,
+    progress: bool,
+) -> LearnedTaskVector:
+    """One training run of :func:`train_ltv` with ``config``'s learning rate times ``lr_factor``."""
     from tqdm import tqdm
 
     start = time.perf_counter()
     task = get_task(task)
-    config = resolve_recipe(recipe)
+    lr = config.lr * lr_factor
     layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
     positions = tuple(positions)
     splits = splits or load_splits(task, seed=0, n_train=n_train, n_val=n_val)
@@ -489,8 +531,8 @@ def _train_ltv(
     draw = torch.rand(len(scales), lm.d_model, generator=gen) * 2 - 1
     params = [(draw[i] * (config.init_range * s)).to(lm.device).requires_grad_(True) for i, s in enumerate(scales)]
     # One parameter group per vector, each with its own site's learning rate; LambdaLR decays all of them.
-    opt = torch.optim.AdamW([{"params": [p], "lr": config.lr * s} for p, s in zip(params, scales)],
-                            lr=config.lr, weight_decay=config.weight_decay)
+    opt = torch.optim.AdamW([{"params": [p], "lr": lr * s} for p, s in zip(params, scales)],
+                            lr=lr, weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(config.samples_per_epoch / config.batch_size)
     total = config.epochs * steps_per_epoch
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / max(total, 1)))
@@ -552,7 +594,7 @@ def _train_ltv(
         start_val_accuracy=accuracies[0], val_metric=metric, best_val_score=best_score, start_val_score=start_score,
         steps_to_best=best_step, trained=best_score > start_score,
         stream_rms=tuple(rms) if rms is not None else None,
-        effective_lr=tuple(config.lr * s for s in scales), effective_init=tuple(config.init_range * s for s in scales),
+        effective_lr=tuple(lr * s for s in scales), effective_init=tuple(config.init_range * s for s in scales),
     )
 
 

@@ -218,7 +218,7 @@ def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama):
     from ltvlib.prompts import encode_prompts, pad_left
 
     splits = _splits()
-    config = with_config(FAST_RECIPE, epochs=0)
+    config = with_config(FAST_RECIPE, epochs=0, retries_without_progress=0)  # no steps: no retries at lr / 3
     ltv = train_ltv(llama, "antonym", layers=[0, 2], positions=[-2, -1], recipe=config, splits=splits, progress=False)
     rows = encode_prompts(llama.tokenizer, splits.task, splits.train[:32]).full_rows()
     ids, mask = pad_left(rows, llama.tokenizer.pad_token_id)
@@ -274,6 +274,45 @@ def test_an_untrained_run_says_so(llama, config):
     assert ltv.steps_to_best == 0
     assert ltv.best_val_score == ltv.start_val_score and ltv.best_val_accuracy == ltv.start_val_accuracy
     assert ltv.seconds > 0
+    # the fast recipe retries a run that did not train (twice, each at a third of the learning rate)
+    assert ltv.attempts == 1 + FAST_RECIPE.retries_without_progress == 3
+    assert len(ltv.attempt_scores) == 3 and ltv.attempt_scores[-1] == ltv.best_val_score
+
+
+def test_a_run_that_did_not_train_is_retried_at_smaller_steps_until_one_trains(llama, monkeypatch):
+    from ltvlib import ltv as ltv_module
+
+    real, factors = ltv_module._train_attempt, []
+
+    def attempt(*args, lr_factor, **kwargs):
+        factors.append(lr_factor)
+        out = real(*args, lr_factor=lr_factor, **kwargs)
+        out.trained = len(factors) == 2  # the first run "does not train", the second does
+        return out
+
+    monkeypatch.setattr(ltv_module, "_train_attempt", attempt)
+    config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
+    assert factors == [1.0, pytest.approx(1 / 3)]
+    assert ltv.attempts == 2 and ltv.trained
+    assert ltv.effective_lr[0] == pytest.approx(config.lr / 3 * ltv.stream_rms[0])
+    assert ltv.config == config  # the recipe as asked; effective_lr says what the kept run used
+
+    factors.clear()
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=with_config(config, retries_without_progress=0),
+                    splits=_splits(), progress=False)
+    assert factors == [1.0] and ltv.attempts == 1 and ltv.trained is False
+
+
+def test_the_released_recipe_never_retries():
+    assert PAPER_RECIPE.retries_without_progress == 0
+
+
+@pytest.mark.parametrize("change, match", [({"retries_without_progress": -1}, "retries_without_progress"),
+                                           ({"retry_lr_factor": 1.0}, "retry_lr_factor")])
+def test_bad_retry_settings_name_the_value(change, match):
+    with pytest.raises(ValueError, match=match):
+        with_config(FAST_RECIPE, **change)
 
 
 def test_a_run_that_beats_its_start_says_so_and_when(llama):
