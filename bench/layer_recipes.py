@@ -2,7 +2,9 @@
 
 For each task, layer and recipe, trains one LTV (added at the block input of that layer, last token) on the
 seeded 600/400 split from seed 0 and evaluates it on the first ``--n-test`` test queries (first-token
-accuracy with its 95 % Wilson interval). Recipes:
+accuracy with its 95 % Wilson interval). A fast-recipe run that did not train is retried at a third of the
+learning rate, at most twice (``TrainConfig.retries_without_progress``): ``trained`` then says how many runs were
+made, and ``lr`` is the kept run's. Recipes:
 
 - ``default``: the fast recipe (``ltvlib.ltv.FAST_RECIPE``), steps relative to the stream's RMS at the layer;
 - ``paper``: the released recipe (absolute lr 5e-3, batch 1; about 5 minutes per vector on a CPU);
@@ -101,7 +103,7 @@ def main() -> None:
                 print(f"| {task} | {layer} | {'' if rms is None else f'{rms:.3g}'} | {name} | "
                       f"{ltv.effective_lr[0]:.3g} | {ltv.effective_init[0]:.3g} | "
                       f"{100 * ltv.start_val_accuracy:.1f} -> {100 * ltv.best_val_accuracy:.1f} | {acc} | "
-                      f"{'yes' if ltv.trained else 'no'} | {ltv.steps_to_best} | {ltv.steps} | {wall:.0f} |", flush=True)
+                      f"{'yes' if ltv.trained else 'no'}{f' ({ltv.attempts} runs)' if ltv.attempts > 1 else ''} | {ltv.steps_to_best} | {ltv.steps} | {wall:.0f} |", flush=True)
             summary.append((task, layer, accs, vals))
     print("\n| task | layer | best recipe by validation | its test acc | best test acc | default | "
           "default - best test (points) |\n|---|---|---|---|---|---|---|")
