@@ -58,33 +58,21 @@ device = "auto"
 recipe = None  # None: the profile's recipe; "fast" or "paper"
 
 # %%
-import math
 import time
 import warnings
 
 # Progress bars are noise in a rendered page: tqdm's notebook bar (needs ipywidgets) and the loading bar.
 warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from ltvlib.book.scorecard import Claim, Verdict, interpret, record_claims, threshold_rule
-from ltvlib.models import MODEL_REGISTRY, load_model
-from ltvlib.prompts import encode_prompts
-from ltvlib.stats import Proportion, format_estimate, proportion_estimate, seed_interval
-from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.study.ltvs import (
-    correct_matrix,
-    estimate_cell,
-    icl_accuracy,
-    ltv_accuracy,
-    trained_ltvs,
-    task_splits,
-    task_mean,
-    task_mean_difference,
-)
+from ltvlib.models import load_model
+from ltvlib.stats import format_estimate
+from ltvlib.study import ltvs_tables as tables
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import icl_accuracy, ltv_accuracy, trained_ltvs
 from ltvlib.study.plans import overview_plan
 
 hf_logging.disable_progress_bar()
@@ -94,14 +82,7 @@ ledger = LTVLedger()  # every LTV number this chapter shows goes through it
 started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
-g = lm.geometry
-display(Markdown(
-    f"**Model** `{lm.name}`: {g.n_layers} layers, $d$ = {g.d_model}, {g.n_heads} query heads and "
-    f"{g.n_kv_heads} KV heads of size {g.head_dim}; dtype {lm.dtype}, device {lm.device}. "
-    f"**Profile** `{profile}`: {run.n_train}/{run.n_val} train/validation queries per task, "
-    f"{run.n_test or 'all'} test queries, LTV recipe `{run.recipe.recipe}`, "
-    f"{len(seeds)} training seeds per LTV ({', '.join(map(str, seeds))})."
-))
+display(Markdown(tables.describe_setup(lm, profile, run, seeds)))
 
 # %% [markdown]
 # ## The models
@@ -112,9 +93,7 @@ display(Markdown(
 # `meta-llama/Llama-3.1-8B` (the paper's main model).
 
 # %%
-display(pd.DataFrame(
-    [{"name": m.name, "package": m.package, "description": m.description} for m in MODEL_REGISTRY.values()]
-).set_index("name"))
+display(tables.models_table())
 
 # %% [markdown]
 # ## The tasks
@@ -129,16 +108,7 @@ display(pd.DataFrame(
 # classification tasks train and validate on label-balanced pools.
 
 # %%
-rows = []
-for name in plan.tasks:
-    s = task_splits(name, run)
-    example = encode_prompts(lm.tokenizer, s.task, s.test[:1]).texts[0]
-    rows.append({
-        "task": name, "kind": s.task.kind, "labels": ", ".join(s.task.labels or ()) or "open",
-        "train": len(s.train), "validation": len(s.validation), "test": len(s.test),
-        "example prompt": repr(example + s.task.format_answer(s.test[0].output)),
-    })
-display(pd.DataFrame(rows).set_index("task"))
+display(tables.tasks_table(lm.tokenizer, plan.tasks, run))
 
 # %% [markdown]
 # ## Zero-shot and ICL references
@@ -150,9 +120,8 @@ display(pd.DataFrame(rows).set_index("task"))
 
 # %%
 t0 = time.perf_counter()
-shots_list = [0, *plan.icl_shots]
-ref_cols = {k: "zero-shot" if k == 0 else f"{k}-shot ICL" for k in shots_list}
-icl = {(t, k): icl_accuracy(lm, t, k, run, seed=seed) for t in plan.tasks for k in shots_list}
+ref_cols = tables.reference_columns([0, *plan.icl_shots])
+icl = {(t, k): icl_accuracy(lm, t, k, run, seed=seed) for t in plan.tasks for k in ref_cols}
 print(f"zero-shot and ICL references: {time.perf_counter() - t0:.0f} s")
 
 # %% [markdown]
@@ -177,14 +146,7 @@ for name in plan.ltv_tasks:
     ltvs[name] = trained_ltvs(lm, name, run, seeds, layers=[mid])
     ltv_records[name] = [ltv_accuracy(lm, v, run, seed=seed) for v in ltvs[name]]
 print(f"learned task vectors: {time.perf_counter() - t0:.0f} s")
-training = pd.DataFrame([
-    {"task": t, "seed": v.seed, "trained": "yes" if v.trained else DID_NOT_TRAIN, "steps": v.steps,
-     "steps to best": v.steps_to_best, "train seconds": round(v.seconds, 1),
-     "validation score": v.val_metric.replace("_", " "),
-     "start → best (%)": f"{100 * v.start_val_score:.1f} → {100 * v.best_val_score:.1f}"}
-    for t in plan.ltv_tasks for v in ltvs[t]
-]).set_index(["task", "seed"])
-display(training)
+display(tables.training_table(ltvs))
 
 # %% [markdown]
 # (ch00-table-accuracy)=
@@ -198,47 +160,9 @@ display(training)
 
 # %%
 ltv_col = f"LTV (layer {mid})"
-where = "ch00-table-accuracy"
-
-
-def trained_matrix(task):
-    """Per-query correctness (seeds that trained x test queries) of the task's middle-layer LTVs, or None."""
-    recs = [r for v, r in zip(ltvs[task], ltv_records[task])
-            if not math.isnan(ledger.value(v, r["accuracy"], where=where))]
-    return correct_matrix(recs) if recs else None
-
-
-correct = {col: {} for col in [*ref_cols.values(), ltv_col]}  # column -> task -> (seeds, queries)
-for t in plan.tasks:
-    for k, col in ref_cols.items():
-        correct[col][t] = correct_matrix([icl[t, k]])
-    m = trained_matrix(t) if t in ltvs else None
-    if m is not None:
-        correct[ltv_col][t] = m
-with_ltv = [t for t in plan.tasks if t in correct[ltv_col]]  # tasks with at least one trained LTV
-est = {}  # (column, task or "average") -> Estimate
-rows = {}
-for t in plan.tasks:
-    row = {"n": icl[t, 0]["n"], "n (ICL)": icl[t, shots_list[-1]]["n"]}
-    for k, col in ref_cols.items():
-        est[col, t] = proportion_estimate(int(correct[col][t].sum()), correct[col][t].shape[1])
-        row[col] = estimate_cell(est[col, t])
-    if t in correct[ltv_col]:
-        m = correct[ltv_col][t]
-        est[ltv_col, t] = seed_interval(m)
-        row[ltv_col] = estimate_cell(est[ltv_col, t]) + ("" if m.shape[0] == len(seeds) else
-                                                         f" ({m.shape[0]} of {len(seeds)} seeds)")
-    else:
-        row[ltv_col] = DID_NOT_TRAIN if t in ltvs else "not trained in this profile"
-    rows[t] = row
-for col in correct:
-    est[col, "average"] = task_mean({t: correct[col][t] for t in with_ltv})
-rows[f"average ({len(with_ltv)} tasks)"] = {n: sum(rows[t][n] for t in with_ltv) for n in ("n", "n (ICL)")} | {
-    col: estimate_cell(est[col, "average"]) for col in correct}
-table = pd.DataFrame(rows).T[["n", "n (ICL)", *ref_cols.values(), ltv_col]]
-if (table["n"] == table["n (ICL)"]).all():
-    table = table.drop(columns="n (ICL)")  # zero-shot, ICL and LTV on the same test queries
-display(table)
+accuracy = tables.accuracy_table(plan.tasks, icl, ltvs, ltv_records, ref_cols, ltv_col, len(seeds), ledger)
+est, with_ltv = accuracy.est, accuracy.with_ltv  # (column, task or "average") -> Estimate; tasks with an LTV
+display(accuracy.table)
 display(Markdown(f"LTV column: {len(seeds)} seeds per task (seeds {', '.join(map(str, seeds))}); the average row "
                  f"covers the tasks with a trained LTV ({', '.join(with_ltv)})."))
 
@@ -247,47 +171,15 @@ display(Markdown(f"LTV column: {len(seeds)} seeds per task (seeds {', '.join(map
 # Intervals: Wilson on the proportion pooled over the seeds that trained ($n$ × seeds predictions).
 
 # %%
-label_rows = {}
-for t in plan.tasks:
-    if icl[t, 0]["label_accuracy"] is None:
-        continue
-    n = icl[t, 0]["n"]
-    row = {"n": n}
-    for k, col in ref_cols.items():
-        row[col] = str(Proportion(round(icl[t, k]["label_accuracy"] * n), n)).split(" (")[0]
-    if t in ltvs:
-        kept = [r for v, r in zip(ltvs[t], ltv_records[t])
-                if not math.isnan(ledger.value(v, r["label_accuracy"], where="ch00-table-labels"))]
-        row[ltv_col] = (str(Proportion(sum(round(r["label_accuracy"] * n) for r in kept), n * len(kept))).split(" (")[0]
-                        + f" ({len(kept)} seeds)") if kept else DID_NOT_TRAIN
-    label_rows[t] = row
-if label_rows:
-    display(pd.DataFrame(label_rows).T)
+labels = tables.label_table(plan.tasks, icl, ltvs, ltv_records, ref_cols, ltv_col, ledger)
+if labels is not None:
+    display(labels)
 
 # %% mystnb={"figure": {"caption": "First-token accuracy over the full vocabulary on each task's test queries (n per task in the table above): zero-shot and $k$-shot ICL prompts of the plain model, and zero-shot prompts with a learned task vector added at the middle layer (mean over its training seeds). Error bars: 95 % intervals (Wilson for zero-shot and ICL, seed-and-query bootstrap for the LTV, stratified bootstrap for the average over tasks). The dashed marker is the paper's seven-task LTV average on Llama-3.1-8B.", "name": "ch00-fig-accuracy"}}
-groups = [*plan.tasks, "average"]
-cols = [*ref_cols.values(), ltv_col]
-fig, ax = plt.subplots(figsize=(8, 4.6))
-width = 0.8 / len(cols)
-x = np.arange(len(groups))
-for i, col in enumerate(cols):
-    vals, lo, hi = [], [], []
-    for grp in groups:
-        e = est.get((col, grp))
-        vals.append(np.nan if e is None else 100 * e.value)
-        lo.append(0 if e is None else 100 * (e.value - e.low))
-        hi.append(0 if e is None else 100 * (e.high - e.value))
-    ax.bar(x + (i - (len(cols) - 1) / 2) * width, vals, width, yerr=[lo, hi], capsize=2, label=col,
-           color="C3" if col == ltv_col else f"C{i}", error_kw={"lw": 0.8})
-ltv_x = x[-1] + (len(cols) - 1) / 2 * width
-ax.plot([ltv_x - 0.6 * width, ltv_x + 0.6 * width], [83.49, 83.49], color="black", ls="--", lw=1.5,
-        label="paper LTV average (Llama-3.1-8B, 7 tasks): 83.5 %")
-ax.set_xticks(x, groups, fontsize=9)
+fig, ax = tables.plot_accuracy(accuracy, plan.tasks)
+ax.set_title(f"Zero-shot, ICL and a middle-layer LTV on {lm.name} ({profile} profile)", fontsize=10)
 ax.set_xlabel("task")
 ax.set_ylabel("first-token accuracy (%)")
-ax.set_ylim(0, 100)
-ax.set_title(f"Zero-shot, ICL and a middle-layer LTV on {lm.name} ({profile} profile)", fontsize=10)
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=3, fontsize=9, frameon=False)
 fig.tight_layout()
 plt.show()
 
@@ -306,19 +198,9 @@ plt.show()
 best_k = max(plan.icl_shots, key=lambda k: est[ref_cols[k], "average"].value)
 best_col = ref_cols[best_k]
 
-
-def paired(col_a, col_b):
-    """col_a − col_b averaged over the tasks with an LTV, paired on the test queries both were evaluated on (k-shot
-    prompts may use fewer test queries than zero-shot ones: the first of the same split)."""
-    a, b = {}, {}
-    for t in with_ltv:
-        q = min(correct[col_a][t].shape[1], correct[col_b][t].shape[1])
-        a[t], b[t] = correct[col_a][t][:, :q], correct[col_b][t][:, :q]
-    return task_mean_difference(a, b)
-
-
-gap = paired(ltv_col, best_col)
-lift = paired(ltv_col, "zero-shot")
+# LTV − the best ICL setting and − zero-shot, averaged over tasks, paired on the same test queries
+gap = accuracy.paired(ltv_col, best_col)
+lift = accuracy.paired(ltv_col, "zero-shot")
 beats = [t for t in with_ltv if est[ltv_col, t].value > est[best_col, t].value]
 claim = Claim(
     paper_claim=1,

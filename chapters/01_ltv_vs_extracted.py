@@ -43,7 +43,6 @@ device = "auto"
 recipe = None  # None: the profile's recipe; "fast" or "paper"
 
 # %%
-import math
 import time
 import warnings
 
@@ -51,7 +50,6 @@ import warnings
 warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
@@ -65,23 +63,17 @@ from ltvlib.book.scorecard import (
     record_claims,
 )
 from ltvlib.models import load_model
-from ltvlib.stats import format_estimate, proportion_estimate, seed_interval
+from ltvlib.stats import format_estimate
+from ltvlib.study import extracted_tables as tables
 from ltvlib.study.extracted import (
     EXTRACTED_LABELS,
+    cached_function_vector,
     compare_at_layer,
     extracted_curve,
     gap_change,
-    cached_function_vector,
 )
-from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
-from ltvlib.study.ltvs import (
-    correct_matrix,
-    estimate_cell,
-    icl_accuracy,
-    ltv_accuracy,
-    trained_ltvs,
-    task_mean,
-)
+from ltvlib.study.ltv_report import LTVLedger
+from ltvlib.study.ltvs import icl_accuracy, ltv_accuracy, task_mean, trained_ltvs
 from ltvlib.study.plans import extracted_plan
 
 hf_logging.disable_progress_bar()
@@ -96,17 +88,7 @@ run, seeds = plan.run_sizes, plan.seeds
 ltv_at = {t: list(ls) for t, ls in plan.ltv_layers.items()}
 sweep_tasks, sweep_ltv_layers = list(plan.sweep_tasks), list(plan.sweep_ltv_layers)
 layers, late = list(plan.layers), list(plan.late)
-vtv, fvc = run.vanilla_tv, run.function_vector
-display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, {lm.geometry.n_heads} heads per layer). **Profile** "
-    f"`{profile}`, LTV recipe `{run.recipe.recipe}`: extracted vectors at layers {layers}; LTVs at the middle "
-    f"layer {mid} for every task ({len(seeds)} seeds: {', '.join(map(str, seeds))})"
-    + (f" and at layers {sweep_ltv_layers} (seed {seeds[0]}) for {', '.join(sweep_tasks)}" if sweep_tasks else "")
-    + f". Late layers: {late}. Vanilla TV: {vtv.shots} demonstrations, {vtv.n_dummy} dummy queries x "
-    f"{vtv.n_contexts} demonstration sets, layer chosen on {vtv.n_dev} validation queries. Function vector: "
-    f"{fvc.shots}-shot prompts, {fvc.n_mean} for the mean head outputs, {fvc.n_ie} for the indirect effect, top "
-    f"{fvc.k} heads."
-))
+display(Markdown(tables.describe_setup(lm, profile, run, plan)))
 
 # %% [markdown]
 # ## The three vectors
@@ -142,12 +124,9 @@ display(Markdown(
 
 # %%
 icl = {(t, k): icl_accuracy(lm, t, k, run, seed=seed) for t in plan.tasks for k in (0, *plan.icl_shots)}
-best_shots = max(plan.icl_shots, key=lambda k: np.mean([icl[t, k]["accuracy"] for t in plan.tasks]))
+best_shots, ref_est, ref_table = tables.references(icl, plan.tasks, plan.icl_shots)
 best_icl_col = f"{best_shots}-shot ICL"
-ref_est = {(t, k): proportion_estimate(sum(icl[t, k]["correct"]), icl[t, k]["n"]) for (t, k) in icl}
-display(pd.DataFrame({t: {"n": icl[t, 0]["n"], **{"zero-shot" if k == 0 else f"{k}-shot ICL (n={icl[t, k]['n']})":
-                                                   estimate_cell(ref_est[t, k]) for k in (0, *plan.icl_shots)}}
-                      for t in plan.tasks}).T)
+display(ref_table)
 
 # %% [markdown]
 # ## Extracted vectors at every layer
@@ -158,15 +137,9 @@ display(pd.DataFrame({t: {"n": icl[t, 0]["n"], **{"zero-shot" if k == 0 else f"{
 
 # %%
 t0 = time.perf_counter()
-extracted = {}  # (method, task, layer) -> per-query correctness (queries,)
-chosen = {}
-for task in plan.tasks:
-    for method in EXTRACTED_LABELS:
-        c = extracted_curve(lm, task, run, method, layers, seed=seed)
-        for l, v in c["layers"].items():
-            extracted[method, task, int(l)] = np.asarray(v["correct"], dtype=float)
-        if method == "vanilla_tv":
-            chosen[task] = c["chosen_layer"]
+curves = {(task, method): extracted_curve(lm, task, run, method, layers, seed=seed)
+          for task in plan.tasks for method in EXTRACTED_LABELS}
+extracted, chosen = tables.collect_extracted(curves)  # (method, task, layer) -> per-query correctness (queries,)
 print(f"extracted vectors: {time.perf_counter() - t0:.0f} s")
 
 # %% [markdown]
@@ -185,92 +158,23 @@ for task in plan.tasks:
         ltv_vectors[task, layer] = trained_ltvs(lm, task, run, layer_seeds, layers=[layer])
         ltv_records[task, layer] = [ltv_accuracy(lm, v, run, seed=seed) for v in ltv_vectors[task, layer]]
 print(f"learned vectors: {time.perf_counter() - t0:.0f} s")
-
-ltv = {}  # (task, layer) -> correctness of the seeds that trained, (seeds, queries); absent if none trained
-for key, vectors in ltv_vectors.items():
-    recs = [r for v, r in zip(vectors, ltv_records[key])
-            if not math.isnan(ledger.value(v, r["accuracy"], where="ch01-fig-layers"))]
-    if recs:
-        ltv[key] = correct_matrix(recs)
-display(pd.DataFrame([
-    {"task": t, "layer": l, "seeds": len(vs), "trained": sum(bool(v.trained) for v in vs),
-     "steps (per seed)": ", ".join(str(v.steps) for v in vs),
-     "train seconds (per seed)": ", ".join(f"{v.seconds:.0f}" for v in vs)}
-    for (t, l), vs in ltv_vectors.items()
-]).set_index(["task", "layer"]))
+# (task, layer) -> correctness of the seeds that trained, (seeds, queries); absent if none trained
+ltv = tables.trained_correct(ltv_vectors, ltv_records, ledger)
+display(tables.training_table(ltv_vectors))
 
 # %%
 # Accuracies with their 95 % intervals, per (method, task, layer) and averaged over tasks
-acc = {}
-for (method, task, layer), c in extracted.items():
-    acc[method, task, layer] = proportion_estimate(int(c.sum()), len(c))
-for (task, layer), m in ltv.items():
-    acc["ltv", task, layer] = seed_interval(m) if m.shape[0] > 1 else proportion_estimate(int(m.sum()), m.shape[1])
 avg_tasks = sweep_tasks or list(plan.tasks)
-for layer in layers:
-    for method in EXTRACTED_LABELS:
-        acc[method, "average", layer] = task_mean({t: extracted[method, t, layer] for t in avg_tasks})
-for layer in sweep_ltv_layers:
-    trained_here = [t for t in avg_tasks if (t, layer) in ltv]
-    if trained_here == avg_tasks:
-        acc["ltv", "average", layer] = task_mean({t: ltv[t, layer] for t in avg_tasks})
+acc = tables.accuracies(extracted, ltv, layers, sweep_ltv_layers, avg_tasks)
 
 # %% mystnb={"figure": {"caption": "First-token accuracy on zero-shot test prompts with one vector injected at the last token of layer $l$: LTV (added at the input of block $l$; mean over three seeds at the middle layer, one elsewhere), Vanilla TV (replace, solid; difference form, dashed; both at the output of block $l$) and FV (added at the output of block $l$). Bands: 95 % intervals (Wilson for one vector on $n$ test queries, seed-and-query bootstrap for the middle-layer LTV, stratified bootstrap for the average). Horizontal lines: zero-shot and the best ICL setting; the thin vertical line marks the middle layer. The last panel averages over the tasks of the LTV sweep and marks the paper's middle-layer values (Llama-3.1-8B, seven-task average: LTV 83.49 %, Vanilla TV 37.80 %, FV 37.30 %) with stars in the methods' colours.", "name": "ch01-fig-layers"}}
-STYLE = {
-    "ltv": {"label": "LTV", "color": "C3", "marker": "o", "zorder": 3},
-    "vanilla_tv": {"label": "Vanilla TV (replace)", "color": "C0", "marker": "s"},
-    "vanilla_tv_difference": {"label": "Vanilla TV (difference)", "color": "C0", "marker": "s", "ls": "--",
-                              "mfc": "none"},
-    "function_vector": {"label": "FV", "color": "C2", "marker": "^"},
-}
-PAPER_MID = {"ltv": 83.49, "vanilla_tv": 37.80, "function_vector": 37.30}
-
-
-def draw(ax, task, zero, icl_ref, title):
-    for method, style in STYLE.items():
-        pts = sorted((l, e) for (m, t, l), e in acc.items() if m == method and t == task)
-        if not pts:
-            continue
-        x = [l for l, _ in pts]
-        ax.plot(x, [100 * e.value for _, e in pts], ms=4, lw=1.2, **style)
-        if len(pts) == 1:  # a single layer: an error bar instead of a band
-            e = pts[0][1]
-            ax.errorbar(x, [100 * e.value], yerr=[[100 * (e.value - e.low)], [100 * (e.high - e.value)]],
-                        color=style["color"], capsize=3, lw=1)
-        else:
-            ax.fill_between(x, [100 * e.low for _, e in pts], [100 * e.high for _, e in pts], color=style["color"],
-                            alpha=0.12, lw=0)
-    ax.axhline(zero, color="grey", lw=1, ls=":", label="zero-shot")
-    ax.axhline(icl_ref, color="black", lw=1, ls="-.", label=best_icl_col)
-    ax.axvline(mid, color="grey", lw=0.5)
+fig, axes = tables.plot_layers(acc, icl, plan.tasks, avg_tasks, best_shots, mid)
+for ax, title in zip(axes.flat, [*plan.tasks, f"average over {', '.join(avg_tasks)}"]):
     ax.set_title(title, fontsize=10)
-    ax.set_ylim(-3, 103)
-
-
-panels = [*plan.tasks, "average"]
-n_rows = -(-len(panels) // 2)
-fig, axes = plt.subplots(n_rows, 2, figsize=(8, 2.5 * n_rows + 0.9), sharex=True, sharey=True, squeeze=False)
-for ax in axes.flat[len(panels):]:
-    ax.set_visible(False)
-for ax, task in zip(axes.flat, plan.tasks):
-    draw(ax, task, 100 * icl[task, 0]["accuracy"], 100 * icl[task, best_shots]["accuracy"], task)
-ax_avg = axes.flat[len(panels) - 1]
-draw(ax_avg, "average", 100 * np.mean([icl[t, 0]["accuracy"] for t in avg_tasks]),
-     100 * np.mean([icl[t, best_shots]["accuracy"] for t in avg_tasks]), f"average over {', '.join(avg_tasks)}")
-for (method, value), dx in zip(PAPER_MID.items(), (0, -0.8, 0.8)):
-    ax_avg.plot([mid + dx], [value], marker="*", ms=11, color=STYLE[method]["color"], mec="black", mew=0.6, ls="none")
-ax_avg.plot([], [], marker="*", ms=11, color="white", mec="black", ls="none",
-            label="paper, middle layer (Llama-3.1-8B, 7 tasks)")
-for ax in axes.flat:
-    ax.tick_params(labelsize=9)
-for ax in axes[-1, :]:
+for ax in [*axes[-1, :], axes.flat[len(plan.tasks) - 1]]:
     ax.set_xlabel("injection layer $l$")
 for ax in axes[:, 0]:
     ax.set_ylabel("accuracy (%)")
-axes.flat[len(panels) - 2].xaxis.set_tick_params(labelbottom=True)
-axes.flat[len(panels) - 2].set_xlabel("injection layer $l$")
-handles, labels = ax_avg.get_legend_handles_labels()
-fig.legend(handles, labels, loc="lower center", ncols=3, fontsize=9, frameon=False)
 fig.suptitle(f"Learned against extracted task vectors by layer, {lm.name} ({profile} profile)", fontsize=11)
 fig.tight_layout(rect=(0, 0.1, 1, 1))
 plt.show()
@@ -286,25 +190,8 @@ plt.show()
 # last column).
 
 # %%
-by_layer = {}
-layer_rows = {}
-for layer in sweep_ltv_layers:
-    here = [t for t in sweep_tasks if (t, layer) in ltv]
-    if not here:
-        layer_rows[layer] = {"tasks": "none: " + DID_NOT_TRAIN}
-        continue
-    by_layer[layer] = compare_at_layer(ltv, extracted, here, layer, seed=seed)
-    r = by_layer[layer]
-    layer_rows[layer] = {
-        "tasks": len(here), "n": r["LTV"].n, "LTV": estimate_cell(r["LTV"]), "FV": estimate_cell(r["FV"]),
-        "Vanilla TV": estimate_cell(r["Vanilla TV"]) + f" ({EXTRACTED_LABELS[r['vanilla_form']].split('(')[1][:-1]})",
-        "LTV − FV (pts)": estimate_cell(r["LTV − FV"]), "LTV − Vanilla TV (pts)": estimate_cell(r["LTV − Vanilla TV"]),
-        "left out": ", ".join(t for t in sweep_tasks if t not in here) or "–",
-    }
-if layer_rows:
-    display(pd.DataFrame(layer_rows).T.rename_axis("layer").fillna("–"))
-else:
-    display(Markdown("No LTV layer sweep in this profile."))
+by_layer, layer_table = tables.layer_comparisons(ltv, extracted, sweep_tasks, sweep_ltv_layers, seed)
+display(layer_table if layer_table is not None else Markdown("No LTV layer sweep in this profile."))
 
 # %% [markdown]
 # (ch01-table-middle)=
@@ -323,39 +210,10 @@ fv_layer = lm.n_layers // 3
 fv_own = {t: extracted[("function_vector", t, fv_layer)] if fv_layer in layers else
           np.asarray(extracted_curve(lm, t, run, "function_vector", [fv_layer], seed=seed)["layers"][str(fv_layer)]
                      ["correct"], dtype=float) for t in plan.tasks}
-ltv_mid_col = f"LTV (L{mid}, {len(seeds)} seeds)"
 mid_tasks = [t for t in plan.tasks if (t, mid) in ltv]
-rows = {}
-for t in plan.tasks:
-    h = hendel[t]
-    h_correct = h["layers"][str(h["chosen_layer"])]["correct"]
-    rows[t] = {
-        "n": icl[t, 0]["n"], "zero-shot": estimate_cell(ref_est[t, 0]),
-        best_icl_col: estimate_cell(ref_est[t, best_shots]),
-        ltv_mid_col: estimate_cell(acc["ltv", t, mid]) if (t, mid) in ltv else DID_NOT_TRAIN,
-        f"Vanilla TV (L{mid})": estimate_cell(acc["vanilla_tv", t, mid]),
-        f"Vanilla TV diff. (L{mid})": estimate_cell(acc["vanilla_tv_difference", t, mid]),
-        f"FV (L{mid})": estimate_cell(acc["function_vector", t, mid]),
-        "Vanilla TV, Hendel original": estimate_cell(proportion_estimate(sum(h_correct), len(h_correct)))
-        + f" (L{h['chosen_layer']})",
-        "(its zero-shot)": estimate_cell(proportion_estimate(round(h["zero_shot"]["accuracy"] * h["zero_shot"]["n"]),
-                                                             h["zero_shot"]["n"])),
-        f"FV (L{fv_layer})": estimate_cell(proportion_estimate(int(fv_own[t].sum()), len(fv_own[t]))),
-    }
 middle = compare_at_layer(ltv, extracted, mid_tasks, mid, seed=seed) if mid_tasks else None
-if middle is not None:
-    rows[f"average ({len(mid_tasks)} tasks)"] = {
-        "n": middle["LTV"].n, ltv_mid_col: estimate_cell(middle["LTV"]),
-        "zero-shot": estimate_cell(task_mean({t: np.asarray(icl[t, 0]["correct"], float) for t in mid_tasks})),
-        best_icl_col: estimate_cell(task_mean({t: np.asarray(icl[t, best_shots]["correct"], float) for t in mid_tasks})),
-        f"FV (L{mid})": estimate_cell(middle["FV"]),
-        f"Vanilla TV (L{mid})": estimate_cell(task_mean({t: extracted["vanilla_tv", t, mid] for t in mid_tasks})),
-        f"Vanilla TV diff. (L{mid})": estimate_cell(
-            task_mean({t: extracted["vanilla_tv_difference", t, mid] for t in mid_tasks})),
-    }
-rows["paper, Llama-3.1-8B (7-task average)"] = {ltv_mid_col: "83.49", f"Vanilla TV (L{mid})": "37.80",
-                                                f"FV (L{mid})": "37.30"}
-display(pd.DataFrame(rows).T.fillna("–"))
+display(tables.middle_table(plan.tasks, mid, icl, ref_est, best_shots, acc, ltv, extracted, hendel, fv_own, fv_layer,
+                            len(seeds), middle, mid_tasks))
 display(Markdown(
     "Hendel-original layers chosen on validation: "
     + ", ".join(f"{t} {hendel[t]['chosen_layer']}" for t in plan.tasks)
@@ -372,14 +230,10 @@ display(Markdown(
 # %% mystnb={"figure": {"caption": "Causal indirect effect of each attention head on one task (rows: heads, columns: layers): the gain in probability of the gold first token when the head's last-token output on shuffled-label prompts is replaced by its mean over clean prompts, averaged over the corrupted prompts of the function-vector extraction (their number is in the set-up line at the top). The table after the figure lists each task's top heads, best first.", "name": "ch01-fig-heads"}}
 fvs = {t: cached_function_vector(lm, t, run, seed=seed) for t in plan.tasks}
 show = "antonym" if "antonym" in fvs else plan.tasks[0]
-fig, ax = plt.subplots(figsize=(8, 2.8))
-ie = fvs[show].indirect_effect.T.numpy()
-im = ax.imshow(ie, aspect="auto", cmap="RdBu_r", vmin=-abs(ie).max(), vmax=abs(ie).max())
+fig, ax = tables.plot_heads(fvs[show].indirect_effect.T.numpy())
+ax.set_title(f"Indirect effect of each head on {show} ({lm.name})", fontsize=10)
 ax.set_xlabel("layer")
 ax.set_ylabel("head")
-ax.set_title(f"Indirect effect of each head on {show} ({lm.name})", fontsize=10)
-ax.tick_params(labelsize=9)
-fig.colorbar(im, ax=ax, label="gain in p(gold)")
 fig.tight_layout()
 plt.show()
 
@@ -387,8 +241,7 @@ plt.show()
 # The top heads of each task's function vector, best first:
 
 # %%
-display(pd.DataFrame({t: [f"L{l}H{h}" for l, h in fv.heads] for t, fv in fvs.items()}).T
-        .rename(columns=lambda i: f"#{i + 1}"))
+display(tables.heads_table(fvs))
 
 # %% [markdown]
 # ## What we measured, and how it compares

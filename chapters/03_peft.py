@@ -48,24 +48,12 @@ default_settings = True  # also race each adapter's commonly used default settin
 prompt_default = None  # race prompt tuning's default (20 virtual tokens)? None: in the paper profile only
 
 # %%
-import math
 import time
 
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.analysis.peft_compare import (
-    correct_matrix,
-    equal_budget_methods,
-    parameter_formula,
-    parameter_units,
-    race_curve,
-    race_ltv,
-    race_methods,
-    step_time_ratio,
-)
+from ltvlib.analysis.peft_compare import equal_budget_methods, parameter_units, race_methods, step_time_ratio
 from ltvlib.book.scorecard import (
     Claim,
     combine_rule,
@@ -76,9 +64,10 @@ from ltvlib.book.scorecard import (
     threshold_rule,
 )
 from ltvlib.models import load_model
-from ltvlib.stats import format_estimate, paired_bootstrap_difference, seed_interval
-from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.stats import format_estimate
+from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.peft_compare import race
+from ltvlib.study.peft_compare_tables import LTV, TIME_AXES, RaceView, describe_setup, diff_text, parameters_table
 from ltvlib.study.plans import peft_plan
 
 started = time.perf_counter()
@@ -86,27 +75,13 @@ started = time.perf_counter()
 # 1.8 times an LTV run), so the cpu profile leaves it out to hold the chapter to about 15 minutes.
 plan = peft_plan(profile, recipe=recipe, seed=seed, tasks=tasks, n_seeds=n_seeds, prompt_default=prompt_default)
 sizes, task_list, seeds, with_prompt_default = plan.sizes, list(plan.tasks), list(plan.seeds), plan.prompt_default
-sched, rule = sizes.schedule, sizes.stopping_rule()
+sched = sizes.schedule
 lm = load_model(model, device=device)
-g = lm.geometry
 methods = (race_methods(lm, prompt_tuning=with_prompt_default, ltv_lr=sched.lr) if default_settings
            else equal_budget_methods(lm, ltv_lr=sched.lr))
-equal = [m.name for m in methods if m.budget == "equal"]
-LTV = "ltv"
 LORA1 = next(m.name for m in methods if m.kind == "lora" and m.budget == "equal")
 PAPER_ADAPTERS = ["prefix-1", LORA1]  # the two the paper compares with
-budget = sched.epochs * sched.samples_per_epoch
-display(Markdown(
-    f"**Model** `{lm.name}`: {lm.n_layers} layers, d = {lm.d_model}, {g.n_heads} query heads and {g.n_kv_heads} "
-    f"key/value heads of {g.head_dim}. **Profile** `{profile}`, recipe `{sched.recipe}`. **Race**: "
-    f"{len(methods)} methods x {len(seeds)} seeds (seeds {', '.join(map(str, seeds))}) on {', '.join(task_list)}; "
-    f"{sizes.n_train} training queries, a sample budget of **{budget} samples** per run (at most {sched.epochs} "
-    f"epochs of {sched.samples_per_epoch}, batches of {sched.batch_size}); validation every {rule.val_every} "
-    f"samples on {sizes.n_val} validation queries, stop after {rule.patience} validations without a better "
-    f"{'balanced accuracy (classification tasks)' if rule.metric == 'auto' else rule.metric}"
-    f"{', counted once a first gain over the starting parameters was made' if rule.after_gain else ''}, keep the "
-    f"best; **{sizes.n_test or 'all'} test queries** per task, the same for every run."
-))
+display(Markdown(describe_setup(lm, profile, sizes, methods, task_list, seeds)))
 
 # %% [markdown]
 # ## The race's rules
@@ -153,13 +128,7 @@ display(Markdown(
 # on the adapter `peft` builds (the tests check the two agree).
 
 # %%
-rows = []
-for m in methods:
-    n, formula = parameter_formula(lm, m)
-    rows.append({"method": m.name, "setting": "paper's budget" if m.budget == "equal" else "common default",
-                 "trainable parameters": f"{n:,}", "in units of d": parameter_units(lm, m), "formula": formula,
-                 "learning rate": m.lr})
-display(pd.DataFrame(rows).set_index("method"))
+display(parameters_table(lm, methods))
 
 # %% [markdown]
 # ## The race
@@ -182,23 +151,10 @@ print(f"race: {len(task_list) * len(methods) * len(seeds)} runs, {race_seconds:.
 ledger = LTVLedger()
 recipe_label = f"race-{sched.recipe}"
 mid = lm.middle_layer
-ltv_runs = {}  # task -> the LTV runs that trained (the only ones that enter numbers)
-for task in task_list:
-    ltv_runs[task] = [r for r in results[task][LTV]
-                      if not math.isnan(ledger.value(race_ltv(r, task, mid, recipe_label), r["test_accuracy"],
-                                                     where="ch03-table-race"))]
+view = RaceView(results, methods, {m.name: parameter_units(lm, m) for m in methods}, task_list)
+view.gate(ledger, mid, recipe_label)  # the LTV runs that trained: the only ones that enter numbers
+ltv_runs = view.ltv_runs
 display(ledger.summary())
-
-
-def runs_of(task, name):
-    """The runs that count: every seed of an adapter, the trained seeds of the LTV."""
-    return ltv_runs[task] if name == LTV else results[task][name]
-
-
-def accuracy(task, name):
-    runs = runs_of(task, name)
-    return seed_interval(correct_matrix(runs)) if runs else None
-
 
 # %% [markdown]
 # (ch03-table-race)=
@@ -212,39 +168,9 @@ def accuracy(task, name):
 # median over every step of every seed.
 
 # %%
-def race_table(task):
-    out = {}
-    for m in methods:
-        runs = results[task][m.name]
-        r0 = runs[0]
-        per_seed = []
-        for r in runs:
-            text = f"{100 * r['test_accuracy']:.1f}"
-            per_seed.append(ledger.cell(race_ltv(r, task, mid, recipe_label), text, where="ch03-table-race")
-                            if m.name == LTV else text)
-        est = accuracy(task, m.name)
-        steps = [s for r in runs for s in r["step_seconds"]]
-        out[m.name] = {
-            "setting": "paper's budget" if m.budget == "equal" else "default",
-            "params (measured)": f"{r0['trainable_params']:,}", "= d x": r0["params_in_d"],
-            "test acc. % (95 % CI)": format_estimate(est, bounds=True) if est else DID_NOT_TRAIN,
-            "per seed %": " / ".join(per_seed),
-            "trained": f"{sum(r['trained'] for r in runs)}/{len(runs)}",
-            "converged": f"{sum(r['stopped_by_rule'] for r in runs)}/{len(runs)}",
-            "samples to best": np.mean([r["samples_to_best"] for r in runs_of(task, m.name)] or [np.nan]),
-            "s to best": np.mean([r["seconds_to_best"] for r in runs_of(task, m.name)] or [np.nan]),
-            "s / step": float(np.median(steps)),
-            "ms / example (inference)": np.mean([r["latency_ms"] for r in runs]),
-        }
-        if r0.get("peak_infer_mb") is not None:
-            out[m.name]["peak inference MB"] = r0["peak_infer_mb"]
-            out[m.name]["peak train MB"] = r0["peak_train_mb"]
-    return pd.DataFrame(out).T
-
-
 for task in task_list:
     display(Markdown(f"### {task}: {results[task][LTV][0]['n_test']} test queries, {len(seeds)} seeds"))
-    display(race_table(task).round(3))
+    display(view.race_table(task, ledger, mid, recipe_label))
 
 # %% [markdown]
 # (ch03-table-diff)=
@@ -255,79 +181,28 @@ for task in task_list:
 # trained enter.
 
 # %%
-diffs = {}  # (task, method) -> Estimate of LTV - method
-for task in task_list:
-    if not ltv_runs[task]:
-        continue
-    ltv_mat = correct_matrix(ltv_runs[task])
-    for m in methods:
-        if m.name != LTV:
-            diffs[task, m.name] = paired_bootstrap_difference(ltv_mat, correct_matrix(results[task][m.name]))
-display(pd.DataFrame(
-    [{"task": t, "method": n, "setting": next(m.budget for m in methods if m.name == n),
-      "params": parameter_units(lm, next(m for m in methods if m.name == n)),
-      "LTV − method": format_estimate(e, bounds=True)} for (t, n), e in diffs.items()]
-).set_index(["task", "method"]) if diffs else Markdown("No LTV seed trained: no difference to show."))
+diffs = view.differences()  # (task, method) -> Estimate of LTV - method
+display(view.differences_table(diffs) if diffs else Markdown("No LTV seed trained: no difference to show."))
 
 # %% mystnb={"figure": {"caption": "Test accuracy of every method (mean over the seeds that count; bars: 95 % seed-and-query bootstrap intervals over the test queries), per task; the label gives the exact trainable parameters in units of d. Crosses: the paper's SST-2 numbers on Llama-3.1-8B (test accuracy).", "name": "ch03-fig-test"}}
 PAPER_ACC = {"ltv": 92.89, "prefix-1": 85.67, LORA1: 91.63}
-colors = {"ltv": "C3", "prompt_tuning": "C2", "prefix_tuning": "C0", "lora": "C1"}
-fig, axes = plt.subplots(len(task_list), 1, figsize=(7.5, 0.45 * len(methods) * len(task_list) + 1.4),
-                         squeeze=False)
-for ax, task in zip(axes[:, 0], task_list):
-    for i, m in enumerate(methods):
-        est = accuracy(task, m.name)
-        label = f"{m.name} ({parameter_units(lm, m)})"
-        if est is None:
-            ax.text(1, i, DID_NOT_TRAIN, va="center", fontsize=9)
-        else:
-            ax.errorbar(100 * est.value, i, xerr=[[100 * (est.value - est.low)], [100 * (est.high - est.value)]],
-                        fmt="o" if m.budget == "equal" else "s", color=colors[m.kind], capsize=3,
-                        mfc=colors[m.kind] if m.budget == "equal" else "white")
-        if task == "sst2" and m.name in PAPER_ACC:
-            ax.plot(PAPER_ACC[m.name], i, "kx", ms=8,
-                    label="paper (Llama-3.1-8B), SST-2 test accuracy" if m.name == "ltv" else None)
-    ax.set_yticks(range(len(methods)), [f"{m.name} ({parameter_units(lm, m)})" for m in methods], fontsize=9)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("test accuracy (%)")
-    ax.set_ylabel("method (trainable parameters)")
+fig, axes = view.plot_test(PAPER_ACC)
+for ax, task in zip(axes, task_list):
     ax.set_title(f"{task}: test accuracy, {len(seeds)} seeds, n = {results[task][LTV][0]['n_test']} queries",
                  fontsize=10)
-    if task == "sst2":
-        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.28), frameon=False)
+    ax.set_xlabel("test accuracy (%)")
+    ax.set_ylabel("method (trainable parameters)")
 fig.tight_layout()
 plt.show()
 
 # %% mystnb={"figure": {"caption": "Time to accuracy: validation accuracy against samples seen (upper panel of each task) and against wall-clock seconds of training including validation (lower panel), mean over the seeds still training at each validation; bands: 95 % Wilson intervals of the pooled validation answers. Solid: the paper's budgets; dashed: common defaults. Dotted horizontal lines: the paper's SST-2 test accuracies (Llama-3.1-8B), in the colour of their method.", "name": "ch03-fig-time-to-accuracy"}}
-paper_lines = {"LTV": (92.89, colors["ltv"]), "LoRA": (91.63, colors["lora"]),
-               "prefix tuning": (85.67, colors["prefix_tuning"])}
-fig, axes = plt.subplots(2 * len(task_list), 1, figsize=(7.5, 3.4 * 2 * len(task_list) + 1.0), squeeze=False)
-for k, task in enumerate(task_list):
-    for row, (xkey, xlabel) in enumerate([("samples", "training samples seen"),
-                                          ("wall_seconds", "wall-clock seconds (training and validation)")]):
-        ax = axes[2 * k + row, 0]
-        for m in methods:
-            runs = runs_of(task, m.name)
-            if not runs:
-                continue
-            c = race_curve(runs, sizes.n_val)
-            x = [p[xkey] for p in c]
-            ls = "-" if m.budget == "equal" else "--"
-            ax.plot(x, [100 * p["val_accuracy"] for p in c], ls=ls, color=colors[m.kind], marker="o", ms=3,
-                    lw=1.3, label=f"{m.name} ({parameter_units(lm, m)})")
-            ax.fill_between(x, [100 * p["low"] for p in c], [100 * p["high"] for p in c], color=colors[m.kind],
-                            alpha=0.08)
-        if task == "sst2":
-            for name, (acc, color) in paper_lines.items():
-                ax.axhline(acc, color=color, ls=":", lw=1.2, label=f"paper (Llama-3.1-8B) {name}: {acc} % test")
-        ax.set_ylim(0, 100)
+fig, axes = view.plot_time_to_accuracy(sizes.n_val, {"LTV": (92.89, "C3"), "LoRA": (91.63, "C1"),
+                                                     "prefix tuning": (85.67, "C0")})
+for task, pair in zip(task_list, axes):
+    for ax, (_, xlabel), against in zip(pair, TIME_AXES, ("samples seen", "wall time")):
+        ax.set_title(f"{task}: validation accuracy against {against}", fontsize=10)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("validation accuracy (%)")
-        ax.set_title(f"{task}: validation accuracy against {'samples seen' if row == 0 else 'wall time'}", fontsize=10)
-handles, labels = axes[0, 0].get_legend_handles_labels()
-axes[-1, 0].legend(handles, labels, fontsize=9, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.25),
-                   frameon=False, title="method (trainable parameters)", title_fontsize=9)
 fig.tight_layout()
 plt.show()
 
@@ -340,16 +215,8 @@ plt.show()
 
 # %%
 if "sst2" in task_list:
-    paper_rows = {"ltv": ("d", 92.89, 0.049), "prefix-1": ("d", 85.67, 0.050), LORA1: ("2d", 91.63, 0.053)}
-    side = []
-    for name, (p_params, p_acc, p_step) in paper_rows.items():
-        est = accuracy("sst2", name)
-        steps = [s for r in results["sst2"][name] for s in r["step_seconds"]]
-        side.append({"method": name, "paper: params": p_params, "paper: acc. %": p_acc, "paper: s / step": p_step,
-                     "ours: params": parameter_units(lm, next(m for m in methods if m.name == name)),
-                     "ours: acc. % (95 % CI)": format_estimate(est, bounds=True) if est else DID_NOT_TRAIN,
-                     "ours: s / step": round(float(np.median(steps)), 3)})
-    display(pd.DataFrame(side).set_index("method"))
+    display(view.paper_side_table({"ltv": ("d", 92.89, 0.049), "prefix-1": ("d", 85.67, 0.050),
+                                   LORA1: ("2d", 91.63, 0.053)}))
 else:
     display(Markdown("SST-2 is not among this run's tasks."))
 
@@ -392,18 +259,13 @@ cost_parts = {f"{t}: LTV step / {n} step": threshold_rule(e.value, e.interval, 1
               for (t, n), e in ratios.items()}
 
 
-def diff_text(names):
-    return "; ".join(f"{t} LTV − {n} {format_estimate(diffs[t, n], bounds=True)}"
-                     for t in task_list for n in names if (t, n) in diffs) or "no LTV seed trained"
-
-
 claims = {
     "competitive": Claim(
         paper_claim=5, key="competitive",
         statement="At an equal parameter budget the LTV is competitive with prefix tuning and LoRA (here: at most "
                   "5 points below each, by a paired 95 % interval).",
         paper="SST-2: LTV 92.89 % (d), LoRA 91.63 % (2d), prefix tuning 85.67 % (d) (Llama-3.1-8B)",
-        ours=diff_text(competitive_adapters),
+        ours=diff_text(diffs, task_list, competitive_adapters),
         rule=combine_rule(comp_parts),
         intervals={f"{t}: LTV − {n}": diffs[t, n] for t in task_list for n in competitive_adapters if (t, n) in diffs},
         evidence="ch03-table-diff", evidence_title="the paired differences",
@@ -415,7 +277,7 @@ claims = {
         paper_claim=5, key="above-prefix",
         statement="The LTV is more accurate than prefix tuning at the paper's budget.",
         paper="SST-2: LTV 92.89 % against prefix tuning 85.67 % (+7.22 points, Llama-3.1-8B)",
-        ours=diff_text(["prefix-1"]),
+        ours=diff_text(diffs, task_list, ["prefix-1"]),
         rule=combine_rule(prefix_parts),
         intervals={f"{t}: LTV − prefix-1": diffs[t, "prefix-1"] for t in task_list if (t, "prefix-1") in diffs},
         evidence="ch03-table-diff", evidence_title="the paired differences",
@@ -441,7 +303,7 @@ for c in claims.values():
 # ### What the race says about "competitive"
 
 # %%
-values = {"diffs": diff_text(competitive_adapters), "margin": round(100 * MARGIN), "parts": claims["competitive"].rule.reason}
+values = {"diffs": diff_text(diffs, task_list, competitive_adapters), "margin": round(100 * MARGIN), "parts": claims["competitive"].rule.reason}
 interpret(claims["competitive"], {
     "reproduced": "Against every equal-budget adapter the LTV's paired deficit is ruled out beyond {margin} points "
                   "({diffs}): under one stopping rule, one sample budget and the same test queries, the LTV is "
@@ -468,7 +330,7 @@ interpret(claims["above-prefix"], {
     "inconclusive": "The interval of the difference ({diffs}) contains 0: the race cannot order the LTV and "
                     "prefix tuning.",
     "not testable at this scale": "No LTV seed trained, so the LTV cannot be ordered against prefix tuning ({diffs}).",
-}, diffs=diff_text(["prefix-1"]), parts=claims["above-prefix"].rule.reason)
+}, diffs=diff_text(diffs, task_list, ["prefix-1"]), parts=claims["above-prefix"].rule.reason)
 
 # %%
 cost_values = {"ratios": claims["cost"].ours, "parts": claims["cost"].rule.reason}

@@ -49,11 +49,8 @@ works_margin = 0.10  # a point counts for the reconstruction test when the LTV b
 import time
 
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import Markdown, display
 
-from ltvlib.analysis.controls import control_excess
 from ltvlib.book.scorecard import (
     Claim,
     combine_rule,
@@ -64,11 +61,13 @@ from ltvlib.book.scorecard import (
     threshold_rule,
 )
 from ltvlib.models import load_model
-from ltvlib.stats import Estimate, format_estimate, paired_bootstrap_difference, wilson_interval
+from ltvlib.stats import format_estimate
+from ltvlib.study import linearity_tables as tables
 from ltvlib.study.linearity import cached_linearity, cached_linearity_control
 from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.ltvs import trained_ltv
 from ltvlib.study.plans import linearity_chapter_plan
+from ltvlib.study.tables import interval_table
 from ltvlib.tasks import get_task
 
 started = time.perf_counter()
@@ -80,17 +79,7 @@ plan = {t: list(ls) for t, ls in chapter_plan.layers.items()}
 label_tasks = [t for t in plan if get_task(t).labels]
 sweep_task = max(label_tasks, key=lambda t: len(plan[t])) if label_tasks else None
 ledger = LTVLedger()
-display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}). **Profile** `{profile}`, recipe "
-    f"`{run.recipe.recipe}`: " + "; ".join(
-        f"{t} ({'label space' if t in label_tasks else 'open vocabulary'}) at layer{'s' if len(ls) > 1 else ''} "
-        f"{', '.join(map(str, ls))}" for t, ls in plan.items())
-    + f". Fit: {cfg.n_queries} training queries, $\\lceil {cfg.fit_factor} d \\rceil$ = "
-    f"{int(np.ceil(cfg.fit_factor * lm.d_model))} perturbations, {cfg.n_heldout} held-out ones, "
-    f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on up to {run.n_test} test "
-    f"queries per task. Control: {n_draws} random vectors of $\\|\\theta\\|$ per (task, layer), each with its own "
-    "fitted map. Every LTV is `ltvlib.study.ltvs.trained_ltv` (seed 0), the vectors chapters 00 and 01 train."
-))
+display(Markdown(tables.describe_setup(lm, profile, run, cfg, n_draws, plan, label_tasks)))
 
 # %% [markdown]
 # ## What is measured, exactly
@@ -121,38 +110,12 @@ res = {p: cached_linearity(lm, p[0], run, p[1], config=cfg, seed=seed) for p in 
 ctl = {p: cached_linearity_control(lm, p[0], run, p[1], config=cfg, seed=seed, n_draws=n_draws)
        for p in points if trained[p]}
 print(f"LTVs, fits and controls: {time.perf_counter() - t0:.0f} s")
-
-
-def fmt(rec):
-    return f"{100 * rec['value']:.1f} % [{100 * rec['low']:.1f}, {100 * rec['high']:.1f}]"
-
-
-def untrained_row(p, where):
-    return {"task": p[0], "layer": p[1], "trained": ledger.cell(ltvs[p], "yes", where=where)}
-
-
-rows = []
-for p in points:
-    t, l = p
-    if not trained[p]:
-        rows.append(untrained_row(p, "Table 5.1"))
-        continue
-    sa = ctl[p]["shift_accuracy"]
-    row = {"task": t, "layer": l, "label space": t in label_tasks, "n": sa["zero_shot"]["accuracy"]["n"],
-           "LTV at block l": ledger.cell(ltvs[p], f"{100 * res[p]['accuracy']['ltv']:.1f} %", where="Table 5.1"),
-           "zero-shot": fmt(sa["zero_shot"]["accuracy"])}
-    for k, name in (("constant", "Wθ (paper)"), ("mean_shift", "mean shift"), ("own_shift", "own shift (upper bound)")):
-        row[name] = ledger.cell(ltvs[p], fmt(sa[k]["accuracy"]), where="Table 5.1")
-    for k, name in (("zero_shot", "zero-shot, labels"), ("constant", "Wθ, labels"), ("own_shift", "own shift, labels")):
-        rec = sa[k]["label_accuracy"]
-        row[name] = "—" if rec is None else (fmt(rec) if k == "zero_shot" else ledger.cell(ltvs[p], fmt(rec), where="Table 5.1"))
-    row["R² held-out"] = ledger.cell(ltvs[p], f"{res[p]['r2_heldout']:.2f}", where="Table 5.1")
-    rows.append(row)
+table = tables.accuracy_table(points, res, ctl, ltvs, label_tasks, ledger)
 display(Markdown("**Table 5.1.** Test accuracy with the LTV at block $l$, and with vectors "
                  "added to the final-norm input: nothing (zero-shot), the paper's constant $W\\theta$, the "
                  "query-mean shift, each query's own shift (the upper bound; equals the LTV); whole vocabulary "
                  "and label words only, Wilson 95 % intervals; the fit's held-out $R^2$."))
-display(pd.DataFrame(rows).set_index(["task", "layer"]))
+display(table)
 display(ledger.summary())
 
 # %% [markdown]
@@ -165,57 +128,22 @@ display(ledger.summary())
 # points.
 
 # %%
-def works(p):
-    if not trained[p]:
-        return False
-    sa = ctl[p]["shift_accuracy"]
-    return sa["own_shift"]["accuracy"]["value"] >= sa["zero_shot"]["accuracy"]["value"] + works_margin
-
-
-recon_points = [p for p in points if p[0] in label_tasks and works(p)]
+recon_points = tables.reconstruction_points(points, ctl, trained, label_tasks, works_margin)
 if recon_points:
-    own_c = np.concatenate([ctl[p]["shift_accuracy"]["own_shift"]["accuracy"]["correct"] for p in recon_points])
-    w_c = np.concatenate([ctl[p]["shift_accuracy"]["constant"]["accuracy"]["correct"] for p in recon_points])
-    recon_gap = paired_bootstrap_difference(own_c, w_c)
-    w_acc = Estimate(float(np.mean(w_c)), *wilson_interval(int(np.sum(w_c)), len(w_c)), n=len(w_c))
-    own_acc = Estimate(float(np.mean(own_c)), *wilson_interval(int(np.sum(own_c)), len(own_c)), n=len(own_c))
+    recon_intervals = tables.reconstruction_gap(ctl, recon_points)
+    recon_gap = recon_intervals["LTV (own shift) − Wθ"]
     recon_rule = threshold_rule(recon_gap.value, recon_gap.interval, 0.10, at_least=False)
-    recon_intervals = {"LTV (own shift) − Wθ": recon_gap, "Wθ accuracy": w_acc, "LTV (own shift) accuracy": own_acc}
 else:
     recon_rule = not_testable("no label-space LTV in this run both trained and beat zero-shot by the margin")
     recon_intervals = {}
-display(pd.DataFrame({k: {"estimate": format_estimate(e, bounds=True)} for k, e in recon_intervals.items()}).T
-        if recon_intervals else Markdown("No label-space point qualifies."))
+display(interval_table(recon_intervals) if recon_intervals else Markdown("No label-space point qualifies."))
 
 # %% mystnb={"figure": {"caption": "Test accuracy (whole vocabulary, top; label words only, bottom) per injection layer of each query's own shift (the LTV; upper bound), the query-mean shift and the paper's constant Wθ, all added to the final-norm input, with zero-shot. Lines: the label-space sweep task; markers at the middle layer: the other tasks. Bands and whiskers: Wilson 95 % intervals. Points whose LTV did not train are left out. The paper gives no number to draw.", "name": "ch05-fig-reconstruction"}}
-SERIES = [("own_shift", "own shift (= LTV)", "C3", "o-"), ("mean_shift", "mean shift", "C1", "^--"),
-          ("constant", "Wθ (paper)", "C0", "s--"), ("zero_shot", "zero-shot", "0.5", ":")]
-fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.6), sharex=True)
-for ax, kind, title in ((axes[0], "accuracy", "whole vocabulary"), (axes[1], "label_accuracy", "label words only")):
-    if sweep_task is not None:
-        ls = [l for l in plan[sweep_task] if trained[sweep_task, l]]
-        for k, name, color, style in SERIES:
-            recs = [ctl[sweep_task, l]["shift_accuracy"][k][kind] for l in ls]
-            if not recs or recs[0] is None:
-                continue
-            v = np.array([100 * r["value"] for r in recs])
-            ax.plot(ls, v, style, color=color, label=f"{sweep_task}: {name}")
-            ax.fill_between(ls, [100 * r["low"] for r in recs], [100 * r["high"] for r in recs], color=color, alpha=0.12)
-    for j, t in enumerate(t for t in plan if t != sweep_task):
-        for k, name, color, style in SERIES:
-            for l in plan[t]:
-                rec = ctl[t, l]["shift_accuracy"][k][kind] if trained[t, l] else None
-                if rec is None:
-                    continue
-                ax.errorbar(l + 0.3 * (j + 1), 100 * rec["value"], yerr=[[100 * (rec["value"] - rec["low"])],
-                            [100 * (rec["high"] - rec["value"])]], fmt=["D", "v", "P"][j % 3], color=color, ms=5,
-                            capsize=2, label=f"{t}: {name}" if l == plan[t][0] else None)
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(-3, 103)
+fig, axes = tables.plot_reconstruction(plan, sweep_task, trained, ctl)
+for ax, (_, title) in zip(axes, tables.PANELS):
     ax.set_title(f"The LTV's shift against its linear reconstruction ({title})", fontsize=10)
+    ax.set_ylabel("test accuracy (%)")
 axes[1].set_xlabel("injection layer $l$")
-handles, labels = axes[0].get_legend_handles_labels()
-fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
 fig.tight_layout(rect=(0, 0.14, 1, 1))
 plt.show()
 
@@ -232,43 +160,15 @@ plt.show()
 # gain of the LTV, and its excess over the random vectors'.
 
 # %%
-if sweep_task is not None:
-    sweep_ls = [l for l in plan[sweep_task] if trained[sweep_task, l]]
-    for l in plan[sweep_task]:
-        ledger.value(ltvs[sweep_task, l], res[sweep_task, l]["accuracy"]["ltv"] if trained[sweep_task, l] else 0.0,
-                     where="Figure 5.2")
-else:
-    sweep_ls = []
-
-
-def control_values(key, ls):
-    own = np.array([ctl[sweep_task, l]["control"]["ltv"][key] for l in ls])
-    draws = np.array([[d[key] for d in ctl[sweep_task, l]["control"]["draws"]] for l in ls]).T
-    return own, draws
-
-
-rot_rows = []
-for p in points:
-    if not trained[p]:
-        rot_rows.append(untrained_row(p, "Table 5.2"))
-        continue
-    c = ctl[p]["control"]
-    row = {"task": p[0], "layer": p[1]}
-    for key, name in (("cos_theta_Qtheta", "cos(v, Qv)"), ("alignment", "align v"), ("alignment_Qtheta", "align Qv"),
-                      ("r2_heldout", "R² held-out")):
-        d = c["summary"][key]
-        row[f"{name}: LTV"] = ledger.cell(ltvs[p], f"{c['ltv'][key]:.3f}", where="Table 5.2")
-        row[f"{name}: random mean [range]"] = f"{d['mean']:.3f} [{min(d['draws']):.3f}, {max(d['draws']):.3f}]"
-    row["random direction's alignment"] = f"{ctl[p]['alignment_random']:.3f}"
-    rot_rows.append(row)
+sweep_ls = tables.sweep_layers(plan, sweep_task, trained, ltvs, res, ledger)
+rotation = tables.rotation_table(points, ctl, ltvs, ledger)
 display(Markdown("**Table 5.2.** The LTV against random vectors of its norm at the same "
                  f"layer ({n_draws} draws, each with its own fitted map): $\\cos(v, Qv)$, task alignment of $v$ "
                  "and of $Qv$, and the fit's held-out $R^2$."))
-display(pd.DataFrame(rot_rows).set_index(["task", "layer"]))
+display(rotation)
 
-if len(sweep_ls) >= 3:
-    cos_own, cos_draws = control_values("cos_theta_Qtheta", sweep_ls)
-    cos_ex = control_excess(cos_own, cos_draws, x=sweep_ls, statistic="slope", seed=seed)
+cos_ex = tables.rotation_excess(ctl, sweep_task, sweep_ls, seed)
+if cos_ex is not None:
     rot_rule = combine_rule({
         "cos(θ, Qθ) rises with depth": direction_rule(cos_ex["ltv"].value, cos_ex["ltv"].interval, +1),
         "it rises more than for random vectors of θ's norm": direction_rule(cos_ex["excess"].value,
@@ -279,14 +179,10 @@ if len(sweep_ls) >= 3:
                      "LTV minus random": cos_ex["excess"]}
 else:
     rot_rule = not_testable(f"fewer than 3 trained label-space LTVs across depth ({len(sweep_ls)}): no slope")
-    rot_intervals, cos_ex = {}, None
+    rot_intervals = {}
 early_ls = [l for l in sweep_ls if l < lm.middle_layer]
-if len(early_ls) >= 2:
-    a_own = np.array([ctl[sweep_task, l]["control"]["ltv"]["alignment_Qtheta"] - ctl[sweep_task, l]["control"]["ltv"]["alignment"]
-                      for l in early_ls])
-    a_draws = np.array([[d["alignment_Qtheta"] - d["alignment"] for d in ctl[sweep_task, l]["control"]["draws"]]
-                        for l in early_ls]).T
-    al_ex = control_excess(a_own, a_draws, statistic="mean", seed=seed)
+al_ex = tables.alignment_excess(ctl, sweep_task, early_ls, seed)
+if al_ex is not None:
     al_rule = combine_rule({
         "rotation raises θ's task alignment at early layers": direction_rule(al_ex["ltv"].value, al_ex["ltv"].interval, +1),
         "by more than it raises random vectors'": direction_rule(al_ex["excess"].value, al_ex["excess"].interval, +1),
@@ -295,35 +191,17 @@ if len(early_ls) >= 2:
                     "the same for random vectors": al_ex["control"], "LTV minus random": al_ex["excess"]}
 else:
     al_rule = not_testable(f"fewer than 2 trained label-space LTVs before the middle layer ({len(early_ls)})")
-    al_intervals, al_ex = {}, None
+    al_intervals = {}
 shown = {**{f"rotation: {k}": e for k, e in rot_intervals.items()}, **{f"alignment: {k}": e for k, e in al_intervals.items()}}
-display(pd.DataFrame({k: {"value": f"{e.value:+.3f}", "95 % interval": f"[{e.low:+.3f}, {e.high:+.3f}]",
-                          "layers": e.n} for k, e in shown.items()}).T if shown else Markdown("Not enough layers."))
+display(tables.excess_table(shown) if shown else Markdown("Not enough layers."))
 
 # %% mystnb={"figure": {"caption": "Top: cos(v, Qv) per injection layer for the trained LTVs of the label-space sweep task and for random vectors of the same norm (mean, band: range of the draws); 1 means no rotation. Bottom: the change of task alignment that the rotation brings, align(Qv) − align(v), for the same vectors. The paper reports cos(θ, Qθ) rising with depth and rotation aligning early vectors with the labels (figures, no numbers).", "name": "ch05-fig-rotation"}}
-fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.2), sharex=True)
-if sweep_ls:
-    for ax, key, ylabel in ((axes[0], "cos", "cos(v, Qv)"), (axes[1], "align", "align(Qv) − align(v)")):
-        if key == "cos":
-            own, draws = control_values("cos_theta_Qtheta", sweep_ls)
-        else:
-            o1, d1 = control_values("alignment_Qtheta", sweep_ls)
-            o0, d0 = control_values("alignment", sweep_ls)
-            own, draws = o1 - o0, d1 - d0
-        ax.plot(sweep_ls, own, "o-", color="C3", label=f"{sweep_task}: LTV θ")
-        ax.plot(sweep_ls, draws.mean(0), "s--", color="0.4", label=f"random vectors of |θ| (mean of {draws.shape[0]})")
-        ax.fill_between(sweep_ls, draws.min(0), draws.max(0), color="0.4", alpha=0.15)
-        ax.set_ylabel(ylabel)
-        ax.axvline(lm.middle_layer, color="0.7", lw=0.8)
-    axes[1].axhline(0, color="0.7", lw=0.8)
-else:
-    for ax in axes:
-        ax.set_ylabel("no trained sweep")
+fig, axes = tables.plot_rotation(ctl, sweep_task, sweep_ls, lm.middle_layer)
+for ax, (_, ylabel) in zip(axes, tables.ROTATION_PANELS):
+    ax.set_ylabel(ylabel if sweep_ls else "no trained sweep")
 axes[0].set_title("Rotation across depth: the LTV against random vectors", fontsize=10)
 axes[1].set_title("What the rotation does to task alignment", fontsize=10)
 axes[1].set_xlabel("injection layer $l$")
-handles, labels = axes[0].get_legend_handles_labels()
-fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=9, frameon=False)
 fig.tight_layout(rect=(0, 0.07, 1, 1))
 plt.show()
 
@@ -331,35 +209,16 @@ plt.show()
 # ## Direct linearity checks and the logit lens
 
 # %%
-checks = []
-for p in points:
-    if not trained[p]:
-        checks.append(untrained_row(p, "Table 5.3"))
-        continue
-    r = res[p]
-    row = {"task": p[0], "layer": p[1]}
-    for h in r["homogeneity"]:
-        if h["scale"] != 1.0:
-            row[f"coef at a={h['scale']:g}"] = ledger.cell(ltvs[p], f"{h['coef']:.2f}", where="Table 5.3")
-    row["additivity error"] = ledger.cell(ltvs[p], f"{r['additivity_random']['rel_err']:.3f}", where="Table 5.3")
-    row["cos(Wθ, mean shift)"] = ledger.cell(ltvs[p], f"{r['w_theta_vs_shift']['cos']:.3f}", where="Table 5.3")
-    row["|Sθ|/|θ|"] = ledger.cell(ltvs[p], f"{r['norm_ratio']:.2f}", where="Table 5.3")
-    checks.append(row)
+checks = tables.checks_table(points, res, ltvs, ledger)
 display(Markdown("**Table 5.3.** `coef at a`: the mean shift of $a\\theta$ projected on the mean shift of $\\theta$ "
                  "(linear: exactly $a$); `additivity error`: mean over the fit queries of "
                  "$\\|\\Delta_q(\\theta+\\theta_2) - \\Delta_q(\\theta) - \\Delta_q(\\theta_2)\\| / "
                  "\\|\\Delta_q(\\theta) + \\Delta_q(\\theta_2)\\|$ for a random $\\theta_2$ of the same norm; the cosine of "
                  "$W\\theta$ with the measured mean shift; the stretch."))
-display(pd.DataFrame(checks).set_index(["task", "layer"]))
-if sweep_ls:
-    ls_show = sorted({sweep_ls[0], sweep_ls[len(sweep_ls) // 2], sweep_ls[-1]})
-    for l in ls_show:
-        r = res[sweep_task, l]
-        lens = pd.DataFrame({name: [repr(tok) for tok in toks] for name, toks in r["lens"].items()})
-        lens.index = [f"#{i + 1}" for i in range(len(lens))]
-        display(Markdown(f"**Logit lens, {sweep_task}, layer {l}** (top tokens of unembed(norm(v)); "
-                         f"label words: {', '.join(get_task(sweep_task).labels)})"))
-        display(lens)
+display(checks)
+for caption, lens in tables.lens_tables(res, sweep_task, sweep_ls):
+    display(Markdown(caption))
+    display(lens)
 
 # %% [markdown]
 # ## Verdicts for the scorecard

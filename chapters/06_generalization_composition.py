@@ -45,8 +45,6 @@ import warnings
 warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
-import torch
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
@@ -60,24 +58,11 @@ from ltvlib.book.scorecard import (
     threshold_rule,
 )
 from ltvlib.models import load_model
-from ltvlib.stats import Proportion, format_estimate, paired_bootstrap_difference, seed_interval
+from ltvlib.stats import format_estimate, paired_bootstrap_difference
 from ltvlib.study import composition as comp
-from ltvlib.study.generalization import (
-    PAPER_SNLI_TO_RTE,
-    control_margin,
-    cosine_matrix,
-    gap_interval,
-    gap_permutation,
-    initial_vectors,
-    pca_2d,
-    random_transfer,
-    shared_labels,
-    similarity_summary,
-    stack_vectors,
-    task_vectors,
-    transfer_matrix,
-    tsne_2d,
-)
+from ltvlib.study import generalization_tables as gen_tables
+from ltvlib.study.composition_tables import GRID_PANELS, CompositionView, data_summary, data_table, rows_of
+from ltvlib.study.generalization import PAPER_SNLI_TO_RTE, random_transfer, shared_labels, task_vectors, transfer_matrix
 from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.ltvs import icl_accuracy, task_splits
 from ltvlib.study.plans import generalization_plan
@@ -91,18 +76,7 @@ plan = generalization_plan(profile, recipe=recipe, seed=seed, tasks=tasks, n_see
 run, sizes, csizes = plan.run_sizes, plan.sizes, plan.composition
 started = time.perf_counter()
 lm = load_model(model, device=device)
-seed_plan = {}
-for t in sizes.tasks:
-    seed_plan.setdefault(sizes.seeds_of(t), []).append(t)
-display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}); vectors at the input of block "
-    f"{lm.middle_layer}, last position. **Profile** `{profile}`: {run.n_train}/{run.n_val} train/validation "
-    f"queries, {run.n_test or 'all'} test queries per task, recipe `{run.recipe.recipe}`; "
-    + "; ".join(f"seeds {list(ss)} for {', '.join(ts)}" for ss, ts in seed_plan.items())
-    + f". Transfer matrix from the seed-{list(sizes.transfer_seeds)} vectors. Composition: seeds "
-    f"{list(csizes.seeds)}, scales {list(csizes.scales)}, ICL with {list(csizes.icl_shots)} composed "
-    "demonstrations."
-))
+display(Markdown(gen_tables.describe_setup(lm, profile, run, sizes, csizes)))
 
 # %% [markdown]
 # **Why these sizes.** The whole book has to build on two CPU cores, so the `cpu` run of this chapter is held to
@@ -136,15 +110,7 @@ t0 = time.perf_counter()
 all_ltvs = task_vectors(lm, run, sizes)
 t_vectors = time.perf_counter() - t0
 ltvs = {k: v for k, v in all_ltvs.items() if ledger.keep([v], where="ch06-table-vectors")}
-vec_rows = []
-for (t, s), v in all_ltvs.items():
-    x, x0 = v.vectors[0].float(), initial_vectors(v)[0]
-    vec_rows.append({
-        "task": t, "seed": s, "steps": v.steps, "trained": v.trained, "train seconds": round(v.seconds, 1),
-        "validation accuracy (%)": ledger.cell(v, f"{100 * v.best_val_accuracy:.1f}", where="ch06-table-vectors"),
-        "norm": round(float(x.norm()), 3), "norm of the random start": round(float(x0.norm()), 3),
-        "cos(vector, its start)": round(float(cosine_matrix(torch.stack([x, x0]))[0, 1]), 3)})
-display(pd.DataFrame(vec_rows).set_index(["task", "seed"]))
+display(gen_tables.vectors_table(all_ltvs, ledger))
 display(ledger.summary())
 print(f"vectors: {t_vectors:.0f} s (cached ones are read back)")
 
@@ -160,87 +126,35 @@ print(f"vectors: {t_vectors:.0f} s (cached ones are read back)")
 # the shufflings.
 
 # %%
-keys, X = stack_vectors(ltvs)
-starts = torch.stack([initial_vectors(ltvs[k])[0] for k in keys])
-groups = [t for t, _ in keys]
-labels = [f"{t} s{s}" for t, s in keys]
-cos_v, cos_d = cosine_matrix(X), cosine_matrix(X - starts)
-summ = {name: similarity_summary(groups, c) for name, c in (("vectors", cos_v), ("vector minus start", cos_d))}
-n_per = pd.Series(groups).value_counts()
-repeated = [(n_per[g] - 1) / (len(groups) - 1) for g in groups if n_per[g] > 1]
-chance = float(np.mean(repeated)) if repeated else float("nan")
-multi = [g for g in n_per.index if n_per[g] > 1]
-cluster_stats = {}
-if len(multi) >= 2:
-    for name, c in (("vectors", cos_v), ("vector minus start", cos_d)):
-        perm = gap_permutation(groups, c, n_permutations=999, seed=seed)
-        cluster_stats[name] = {"gap": gap_interval(groups, c, seed=seed), "perm": perm,
-                               "margin": control_margin(perm, n=len(groups), seeds=int(n_per[multi].min()))}
-sim_rows = {}
-for name, sm in summ.items():
-    row = {"mean cosine, same task": f"{sm['within']:.3f}", "mean cosine, different tasks": f"{sm['across']:.3f}",
-           "nearest other vector of the same task": f"{100 * sm['nearest_same_group']:.0f} % (chance {100 * chance:.0f} %)"}
-    if name in cluster_stats:
-        st = cluster_stats[name]
-        g, m, pm = st["gap"], st["margin"], st["perm"]
-        row["same − different, over tasks [95 %]"] = f"{g.value:+.3f} [{g.low:+.3f}, {g.high:+.3f}] ({g.n} tasks)"
-        row["label-shuffled gap: mean [central 95 %]"] = f"{pm.mean:+.3f} [{pm.low:+.3f}, {pm.high:+.3f}]"
-        row["observed − shuffled [95 %]"] = f"{m.value:+.3f} [{m.low:+.3f}, {m.high:+.3f}] (p = {pm.p_value:.3f})"
-    sim_rows[name] = row
-display(pd.DataFrame(sim_rows))
-display(pd.DataFrame({name: s["within_by_group"] for name, s in summ.items()}).rename_axis("task").round(3))
-
+sim = gen_tables.similarity(ltvs, seed)
+display(gen_tables.similarity_table(sim))
+display(gen_tables.within_table(sim))
 
 # %% mystnb={"figure": {"caption": "Cosine similarity between what training added to every pair of trained LTVs (vector minus its random start; rows and columns: task and seed, black lines separate tasks). Blocks on the diagonal mean that seeds of one task agree.", "name": "ch06-fig-cosine"}}
-fig, ax = plt.subplots(figsize=(8, 7))
-im = ax.imshow(cos_d.numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
-ax.set_xticks(range(len(labels)), labels, rotation=90)
-ax.set_yticks(range(len(labels)), labels)
-for b in [i for i in range(1, len(groups)) if groups[i] != groups[i - 1]]:
-    ax.axhline(b - 0.5, color="k", lw=0.6)
-    ax.axvline(b - 0.5, color="k", lw=0.6)
+fig, ax = gen_tables.plot_cosine(sim.cos_d, sim)
+ax.set_title(f"What training added: cosine similarity ({len(sim.keys)} LTVs)")
 ax.set_xlabel("vector (task, seed)")
 ax.set_ylabel("vector (task, seed)")
-ax.set_title(f"What training added: cosine similarity ({len(keys)} LTVs)")
-fig.colorbar(im, ax=ax, fraction=0.046, label="cosine similarity")
 fig.tight_layout()
 plt.show()
 
 # %% mystnb={"figure": {"caption": "Cosine similarity between the trained LTVs as injected (rows and columns: task and seed). Vectors of different tasks with the same seed share their random start, which raises their similarity.", "name": "ch06-fig-cosine-raw"}}
-fig, ax = plt.subplots(figsize=(8, 7))
-im = ax.imshow(cos_v.numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
-ax.set_xticks(range(len(labels)), labels, rotation=90)
-ax.set_yticks(range(len(labels)), labels)
-for b in [i for i in range(1, len(groups)) if groups[i] != groups[i - 1]]:
-    ax.axhline(b - 0.5, color="k", lw=0.6)
-    ax.axvline(b - 0.5, color="k", lw=0.6)
+fig, ax = gen_tables.plot_cosine(sim.cos_v, sim)
+ax.set_title(f"LTVs as injected: cosine similarity ({len(sim.keys)} LTVs)")
 ax.set_xlabel("vector (task, seed)")
 ax.set_ylabel("vector (task, seed)")
-ax.set_title(f"LTVs as injected: cosine similarity ({len(keys)} LTVs)")
-fig.colorbar(im, ax=ax, fraction=0.046, label="cosine similarity")
 fig.tight_layout()
 plt.show()
 
 # %% mystnb={"figure": {"caption": "The trained LTVs projected to two dimensions, one colour per task, one marker per seed. Top: the first two principal components (variance explained on the axes). Bottom (with scikit-learn): t-SNE of the cosine distances, whose axes have no units.", "name": "ch06-fig-projection"}}
-coords, ratio = pca_2d(X)
-tsne = tsne_2d(X, seed=seed) if len(keys) >= 3 else None
-panels = [("PCA", coords, f"PC1 ({100 * ratio[0]:.0f} % of variance)", f"PC2 ({100 * ratio[1]:.0f} %)")]
-if tsne is not None:
-    panels.append(("t-SNE (cosine distance)", tsne, "t-SNE 1", "t-SNE 2"))
-fig, axes = plt.subplots(len(panels), 1, figsize=(7, 4.2 * len(panels) + 1), squeeze=False, layout="constrained")
-task_order = list(dict.fromkeys(groups))
-markers = "osD^v<>P*X"
-seed_list = sorted({s for _, s in keys})
-for ax, (name, xy, xl, yl) in zip(axes[:, 0], panels):
-    for i, (t, s) in enumerate(keys):
-        ax.scatter(xy[i, 0], xy[i, 1], color=f"C{task_order.index(t)}", marker=markers[seed_list.index(s) % 10], s=60,
-                   label=t if s == min(x for u, x in keys if u == t) else None)
-    ax.set_xlabel(xl)
-    ax.set_ylabel(yl)
-    ax.set_title(f"{name} of the {len(keys)} trained LTVs")
-fig.legend(loc="outside lower center", ncol=4, title="task (marker = seed)")
+panels = gen_tables.projection_panels(sim, seed)  # PCA, and t-SNE where scikit-learn is installed
+fig, axes = gen_tables.plot_projection(sim, panels)
+for ax, (name, _, xlabel, ylabel) in zip(axes, panels):
+    ax.set_title(f"{name} of the {len(sim.keys)} trained LTVs")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
 plt.show()
-if tsne is None:
+if len(panels) == 1:
     display(Markdown("*t-SNE is not shown: scikit-learn is not installed in this environment; the PCA panel is "
                      "computed with numpy alone.*"))
 
@@ -255,58 +169,23 @@ if tsne is None:
 
 # %%
 t0 = time.perf_counter()
-rows = pd.DataFrame(transfer_matrix(lm, all_ltvs, run, sizes))
+transfer = gen_tables.transfer_tables(transfer_matrix(lm, all_ltvs, run, sizes), all_ltvs, ledger, sizes.tasks,
+                                      sizes.transfer_seeds)
 t_transfer = time.perf_counter() - t0
-rows["accuracy"] = [ledger.value(all_ltvs[(r.source, r.seed)], r.accuracy, where="ch06-transfer")
-                    for r in rows.itertuples()]
-rows["label_accuracy"] = [ledger.value(all_ltvs[(r.source, r.seed)], r.label_accuracy, where="ch06-transfer")
-                          if r.label_accuracy is not None and not pd.isna(r.label_accuracy) else np.nan
-                          for r in rows.itertuples()]
-own_rows = rows[rows.source == rows.target]
-tr = rows[rows.seed.isin(sizes.transfer_seeds)]
-acc = 100 * tr.pivot_table(index="source", columns="target", values="accuracy", aggfunc="mean", dropna=False)
-acc = acc.reindex(index=list(sizes.tasks), columns=list(sizes.tasks))
-cls_targets = [t for t in sizes.tasks if tr[tr.target == t]["label_correct"].map(lambda v: v is not None).all()]
-lab = 100 * tr[tr.target.isin(cls_targets)].pivot_table(index="source", columns="target", values="label_accuracy",
-                                                       aggfunc="mean", dropna=False)
-lab = lab.reindex(index=list(sizes.tasks), columns=cls_targets)
 zero = {t: icl_accuracy(lm, t, 0, run, seed=seed) for t in sizes.tasks}
-n_test = {t: int(tr[tr.target == t]["n"].iloc[0]) for t in sizes.tasks}
 print(f"transfer evaluations: {t_transfer:.0f} s")
-own_tab = own_rows.assign(accuracy=100 * own_rows.accuracy).pivot(index="source", columns="seed", values="accuracy")
-own_tab = own_tab.reindex(list(sizes.tasks))
-display(Markdown(f"Each task's own test accuracy (%) per seed ({', '.join(f'{t}: n={n_test[t]}' for t in sizes.tasks)}; "
+display(Markdown(f"Each task's own test accuracy (%) per seed ({', '.join(f'{t}: n={transfer.n_test[t]}' for t in sizes.tasks)}; "
                  "a 95 % Wilson interval at 50 % on 200 queries is about ±7 points; NaN: the vector did not train):"))
-display(own_tab.rename_axis("task").round(1))
-off = tr[tr.source != tr.target]
-top = off.assign(top=off.top_predictions.map(lambda p: ", ".join(f"{tok!r} {100 * share:.0f} %" for tok, share in p)))
+display(transfer.own)
 display(Markdown("The three most frequent top-1 tokens when the row's LTV is injected into the column's prompts:"))
-display(top.pivot(index="source", columns="target", values="top").reindex(index=list(sizes.tasks),
-                                                                            columns=list(sizes.tasks)).fillna(""))
+display(gen_tables.top_tokens_table(transfer, sizes.tasks))
 
 # %% mystnb={"figure": {"caption": "Cross-task transfer: test accuracy (%) of the LTV trained on the row's task (first seed), injected into the zero-shot test prompts of the column's task; last row: the column's zero-shot accuracy. Top: the book's metric over the whole vocabulary; bottom: accuracy restricted to the target's label words (classification targets). About 200 test queries per column (±7 points at 50 %); blank: the vector did not train. The paper's SNLI → RTE number (46.21 %, Llama-3.1-8B) is marked in its cell.", "name": "ch06-fig-transfer"}}
-fig, axes = plt.subplots(2 if cls_targets else 1, 1, figsize=(8, 11 if cls_targets else 6), squeeze=False)
-for ax, m, title in zip(axes[:, 0], (acc, lab), ("first-token accuracy (whole vocabulary)", "label-restricted accuracy")):
-    ext = pd.concat([m, pd.DataFrame([{t: 100 * (zero[t]["accuracy"] if m is acc else zero[t]["label_accuracy"])
-                                       for t in m.columns}], index=["(zero-shot)"])])
-    im = ax.imshow(ext.values.astype(float), cmap="viridis", vmin=0, vmax=100, aspect="auto")
-    for i in range(ext.shape[0]):
-        for j in range(ext.shape[1]):
-            v = ext.values[i, j]
-            if not pd.isna(v):
-                ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=9, color="w" if v < 60 else "k")
-    if "snli" in ext.index and "rte" in ext.columns and m is acc:
-        i, j = list(ext.index).index("snli"), list(ext.columns).index("rte")
-        ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
-        ax.annotate(f"paper: {PAPER_SNLI_TO_RTE} %", (j, i), xytext=(0, 14), textcoords="offset points",
-                    ha="center", color="red", fontsize=9)
-    ax.set_xticks(range(ext.shape[1]), ext.columns, rotation=45)
-    ax.set_yticks(range(ext.shape[0]), ext.index)
-    ax.axhline(ext.shape[0] - 1.5, color="w", lw=2)
+fig, axes = gen_tables.plot_transfer(transfer, zero)
+for ax, title in zip(axes, gen_tables.TRANSFER_PANELS):
+    ax.set_title(title)
     ax.set_xlabel("evaluated on (target task's test prompts)")
     ax.set_ylabel("LTV trained on")
-    ax.set_title(title)
-    fig.colorbar(im, ax=ax, label="test accuracy (%)")
 fig.tight_layout()
 plt.show()
 
@@ -326,62 +205,25 @@ plt.show()
 nli = "snli" in sizes.tasks and "rte" in sizes.tasks
 s0 = sizes.transfer_seeds[0]
 snli_ok = nli and all_ltvs[("snli", s0)].trained is True
-rte_cells = {}
+rte_cells, n_rte = {}, 0
 if nli:
     assert shared_labels("snli", "rte") == ("True", "False")
-    cell = tr[(tr.source == "snli") & (tr.target == "rte")].iloc[0]
-    rte_test = task_splits("rte", run).test
-    n_rte = len(rte_test)
-    majority = max(sum(e.output == lab_ for e in rte_test) for lab_ in ("True", "False")) / n_rte
     rand = random_transfer(lm, all_ltvs[("snli", s0)], "rte", run, n_draws=sizes.control_draws, seed=seed)
-    others = [t for t in sizes.tasks if t not in ("snli", "rte") and not pd.isna(acc.loc[t, "rte"])]
-    best_other = max(others, key=lambda t: acc.loc[t, "rte"]) if others else None
-    other_cell = tr[(tr.source == best_other) & (tr.target == "rte")].iloc[0] if best_other else None
-    own_cell = tr[(tr.source == "rte") & (tr.target == "rte")].iloc[0]
-
-    def wilson(correct):
-        return Proportion(int(round(sum(correct))), len(correct)).estimate()
-
-    rte_cells = {
-        "SNLI LTV on RTE (ours)": wilson(cell.correct) if snli_ok else None,
-        f"random vectors of the SNLI LTV's norm ({sizes.control_draws} draws)": seed_interval([d["correct"] for d in rand],
-                                                                                                   rows="draws"),
-        f"best other foreign LTV on RTE ({best_other})": wilson(other_cell.correct) if best_other else None,
-        "RTE zero-shot": Proportion(int(round(zero["rte"]["accuracy"] * zero["rte"]["n"])), zero["rte"]["n"]).estimate(),
-        "RTE's own LTV": wilson(own_cell.correct) if all_ltvs[("rte", s0)].trained is True else None,
-        "always the majority label": Proportion(int(round(majority * n_rte)), n_rte).estimate(),
-    }
-    lab_cells = {
-        "SNLI LTV on RTE (ours)": wilson(cell.label_correct) if snli_ok else None,
-        f"random vectors of the SNLI LTV's norm ({sizes.control_draws} draws)": seed_interval(
-            [d["label_correct"] for d in rand], rows="draws"),
-    }
-    display(pd.DataFrame({
-        "accuracy": {k: format_estimate(v, bounds=True) if v is not None else "did not train" for k, v in rte_cells.items()},
-        "label-restricted": {k: format_estimate(v, bounds=True) if v is not None else "did not train"
-                             for k, v in lab_cells.items()},
-    }).fillna("–"))
+    snli_rte = gen_tables.snli_rte(transfer, rand, zero, task_splits("rte", run).test, snli_ok,
+                                   all_ltvs[("rte", s0)].trained is True, sizes.tasks, sizes.control_draws)
+    rte_cells, n_rte = snli_rte.rte_cells, snli_rte.n_rte
+    display(gen_tables.snli_rte_table(snli_rte))
     display(Markdown(f"Paper (Llama-3.1-8B): SNLI LTV on RTE {PAPER_SNLI_TO_RTE} %. Top-1 tokens of RTE prompts "
-                     "with the SNLI vector: " + ", ".join(f"{tok!r} {100 * s:.0f} %" for tok, s in cell.top_predictions)
+                     "with the SNLI vector: " + ", ".join(f"{tok!r} {100 * s:.0f} %" for tok, s in snli_rte.cell.top_predictions)
                      + "."))
 else:
     display(Markdown("*SNLI and RTE are not both among this run's tasks: no SNLI → RTE cell.*"))
 
 # %% mystnb={"figure": {"caption": "SNLI → RTE: first-token accuracy (%) on RTE's test prompts of the SNLI-trained LTV, of random vectors with its norm (the control), of the best other foreign LTV, of RTE zero-shot, of RTE's own LTV and of always answering RTE's majority label; bars are 95 % intervals, the dashed line is the paper's SNLI → RTE number (46.21 %, Llama-3.1-8B).", "name": "ch06-fig-snli-rte"}}
-fig, ax = plt.subplots(figsize=(8, 4.4), layout="constrained")
-shown = [(k, v) for k, v in rte_cells.items() if v is not None]
-y = np.arange(len(shown))
-vals = [100 * v.value for _, v in shown]
-ax.barh(y, vals, xerr=[[100 * (v.value - v.low) for _, v in shown], [100 * (v.high - v.value) for _, v in shown]],
-        color=["C3" if k.startswith("SNLI") else "C7" if k.startswith("random") else "C0" for k, _ in shown], capsize=3)
-ax.axvline(PAPER_SNLI_TO_RTE, color="red", ls="--", label=f"paper (Llama-3.1-8B): {PAPER_SNLI_TO_RTE} %")
-ax.set_yticks(y, [k for k, _ in shown])
-ax.invert_yaxis()
-ax.set_xlim(0, 100)
+fig, ax = gen_tables.plot_snli_rte(rte_cells)
+ax.set_title(f"SNLI → RTE and its references ({n_rte} RTE test queries)")
 ax.set_xlabel("accuracy on RTE's test prompts (%)")
 ax.set_ylabel("vector injected")
-ax.set_title(f"SNLI → RTE and its references ({n_rte if nli else 0} RTE test queries)")
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22))
 plt.show()
 
 # %% [markdown]
@@ -408,105 +250,38 @@ plt.show()
 # %%
 data = comp.composition_data(run)
 comp.check_no_leak(data, data.splits[comp.COMPOSED].train)
-display(pd.DataFrame([{
-    "task": t, "train": len(data.splits[t].train), "validation": len(data.splits[t].validation),
-    "dropped (test words)": len(data.dropped[t]), "test": len(data.splits[t].test),
-} for t in comp.TASKS]).set_index("task"))
-clashes = comp.first_token_clashes(lm, data)
-masc_clash = {c["query"] for c in clashes if c["form"] == "french_masc"}
-display(Markdown(
-    f"**{len(data.test)} test pairs**; {len(data.banned)} test words are banned from training. Test queries: "
-    + ", ".join(e.input for e in data.test) + f". For {len({c['query'] for c in clashes})} of them the gold French "
-    f"feminine starts with the same token as another form of its pair ({len(masc_clash)} as the French masculine), "
-    "so the first-token metric counts that form as correct too."))
+display(data_table(data))
+display(Markdown(data_summary(data, comp.first_token_clashes(lm, data))))
 t0 = time.perf_counter()
 results = [comp.composition_result(lm, run, csizes, seed=s) for s in csizes.seeds]
 t_comp = time.perf_counter() - t0
 comp_ltvs = {(t, s): comp.composition_ltv(lm, t, run, data, seed=s) for t in comp.TASKS for s in csizes.seeds}
-sum_seeds = [r for r in results if all(ledger.keep([comp_ltvs[(t, r["seed"])]], where="ch06-composition")
-                                       for t in comp.COMPONENTS)]
-own_seeds = [r for r in results if ledger.keep([comp_ltvs[(comp.COMPOSED, r["seed"])]], where="ch06-composition")]
-method_names = list(results[0]["methods"])
-uses = {"EN->FR": sum_seeds, "M->F": sum_seeds, "EN->FR + M->F": sum_seeds, "random (norm of the sum)": sum_seeds,
-        "composed LTV": own_seeds, "zero-shot": results[:1]}
-
-
-def matrix(name, score="correct"):
-    recs = uses.get(name, results)
-    return np.array([r["methods"][name][score] for r in recs]) if recs else None
-
-
-def rows_of(name):
-    """What a method's rows are: the LTVs' training seeds; for ICL and the random control, draws (each seed draws
-    its own demonstrations or random vector), which are not training seeds (`ltvlib.stats.ROW_KINDS`)."""
-    if name.endswith("ICL") or name.startswith("random"):
-        return "draws"
-    return "auto" if name == "zero-shot" else "seeds"
-
-
-ests = {name: {score: (seed_interval(matrix(name, score), rows=rows_of(name)) if matrix(name, score) is not None
-                       else None)
-               for score in ("correct", "french_fem")} for name in method_names}
-comp_rows = []
-for name in method_names:
-    recs = uses.get(name, results)
-    row = {"method": name, "seeds": len(recs)}
-    for score, col in (("correct", "first-token accuracy"), ("french_fem", "French feminine the most probable form")):
-        e = ests[name][score]
-        row[col] = format_estimate(e, bounds=True) if e is not None else "did not train"
-    for f in comp.FORMS[1:]:
-        row[f"chooses {f.replace('_', ' ')} (%)"] = (round(100 * float(np.mean([r["methods"][name]["form_choice"][f]
-                                                                               for r in recs])), 1) if recs else None)
-    comp_rows.append(row)
-display(pd.DataFrame(comp_rows).set_index("method"))
+composition = CompositionView.from_ledger(results, comp_ltvs, ledger)
+sum_seeds, ests = composition.sum_seeds, composition.ests
+display(composition.table())
 print(f"composition: {t_comp:.0f} s")
 
 # %% mystnb={"figure": {"caption": "English masculine → French feminine: each method's first-token accuracy and share of test pairs whose most probable whole answer is the French feminine, over the composition seeds and the test pairs; bars are 95 % seed-and-query bootstrap intervals. The paper's numbers for this experiment are not in our sources, so none is drawn.", "name": "ch06-fig-composition"}}
-fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
-shown = [n for n in method_names if ests[n]["correct"] is not None]
-x = np.arange(len(shown))
-for j, (score, label, color) in enumerate((("correct", "first-token accuracy", "C0"),
-                                           ("french_fem", "French feminine is the most probable form", "C1"))):
-    v = [100 * ests[n][score].value for n in shown]
-    err = [[100 * (ests[n][score].value - ests[n][score].low) for n in shown],
-           [100 * (ests[n][score].high - ests[n][score].value) for n in shown]]
-    ax.bar(x + (j - 0.5) * 0.4, v, 0.4, yerr=err, capsize=3, color=color, label=label)
-ax.set_xticks(x, shown, rotation=30, ha="right")
-ax.set_ylim(0, 100)
+fig, ax = composition.plot()
+ax.set_title(f"English masculine → French feminine ({len(data.test)} test pairs, {len(results)} seeds)")
 ax.set_xlabel("method")
 ax.set_ylabel("% of test pairs")
-ax.set_title(f"English masculine → French feminine ({len(data.test)} test pairs, {len(results)} seeds)")
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2)
 plt.show()
 
 # %% mystnb={"figure": {"caption": "Scaled sums a·θ(EN→FR) + b·θ(M→F) on the composed test pairs, mean over the seeds whose component vectors trained: first-token accuracy (top) and share of pairs whose most probable form is the French feminine (bottom), in %.", "name": "ch06-fig-composition-grid"}}
-grid = pd.DataFrame([{"a": g["a"], "b": g["b"], "accuracy": 100 * g["accuracy"],
-                      "fem": 100 * g["form_choice"]["french_fem"]} for r in sum_seeds for g in r["grid"]])
-fig, axes = plt.subplots(2, 1, figsize=(7.5, 9))
-for ax, col, title in ((axes[0], "accuracy", "first-token accuracy (%)"), (axes[1], "fem", "French feminine chosen (%)")):
-    g = grid.pivot_table(index="a", columns="b", values=col, aggfunc="mean") if len(grid) else pd.DataFrame()
-    if len(g):
-        im = ax.imshow(g.values, cmap="viridis", vmin=0, vmax=100, origin="lower", aspect="auto")
-        for i in range(g.shape[0]):
-            for j in range(g.shape[1]):
-                ax.text(j, i, f"{g.values[i, j]:.0f}", ha="center", va="center", fontsize=9,
-                        color="w" if g.values[i, j] < 60 else "k")
-        ax.set_xticks(range(g.shape[1]), [f"{b:g}" for b in g.columns])
-        ax.set_yticks(range(g.shape[0]), [f"{a:g}" for a in g.index])
-        fig.colorbar(im, ax=ax, label="% of test pairs")
+fig, axes = composition.plot_grid()
+for ax, (_, title) in zip(axes, GRID_PANELS):
+    ax.set_title(f"$a\\,\\theta_{{EN\\to FR}} + b\\,\\theta_{{M\\to F}}$: {title}")
     ax.set_xlabel("b (scale of masculine→feminine)")
     ax.set_ylabel("a (scale of English→French)")
-    ax.set_title(f"$a\\,\\theta_{{EN\\to FR}} + b\\,\\theta_{{M\\to F}}$: {title}")
 fig.tight_layout()
 plt.show()
 
 # %%
-cos_tab = pd.DataFrame({(kind, f"seed {r['seed']}"): r["cosine"][kind] for kind in ("vectors", "vector minus start")
-                        for r in sum_seeds}).T
 display(Markdown("Cosine similarity between the composed task's LTV and the sum of the component LTVs, each "
                  "component, and between the two components, per seed (the three vectors of one seed start from "
                  "the same random vector, so what training added is shown too):"))
-display(cos_tab.round(3))
+display(composition.cosine_table())
 
 # %% [markdown]
 # ## What we measured, and how it compares
@@ -526,8 +301,8 @@ display(cos_tab.round(3))
 #   with both components trained → not testable.
 
 # %%
-if cluster_stats:
-    st_d, st_v = cluster_stats["vector minus start"], cluster_stats["vectors"]
+if sim.cluster_stats:
+    st_d, st_v = sim.cluster_stats["vector minus start"], sim.cluster_stats["vectors"]
     rule_clusters = combine_rule({
         "what training added: same-task above cross-task cosine": direction_rule(st_d["gap"].value, st_d["gap"].interval),
         "what training added: above label-shuffled groupings": direction_rule(st_d["margin"].value,
@@ -557,23 +332,22 @@ claim_clusters = Claim(
 )
 
 transfer_parts, transfer_intervals = {}, {}
-rest = [r for r in off.itertuples() if not (r.source == "snli" and r.target == "rte") and not pd.isna(r.accuracy)]
-if rest:
-    pooled = Proportion(int(round(sum(sum(r.correct) for r in rest))), sum(len(r.correct) for r in rest)).estimate()
+pooled = gen_tables.foreign_pooled(transfer.off)
+if pooled is not None:
     transfer_parts["other pairs of different tasks near zero (pooled accuracy ≤ 10 %)"] = threshold_rule(
         pooled.value, pooled.interval, 0.10, at_least=False)
     transfer_intervals["pooled accuracy of the other foreign vectors"] = pooled
 if snli_ok:
-    snli_c = np.array(cell.correct)
+    snli_c = np.array(snli_rte.cell.correct)
     d_rand = paired_bootstrap_difference(snli_c, np.array([d["correct"] for d in rand]), rows=("auto", "draws"))
     transfer_parts["SNLI → RTE above random vectors of its norm"] = direction_rule(d_rand.value, d_rand.interval)
     transfer_intervals["SNLI → RTE accuracy"] = rte_cells["SNLI LTV on RTE (ours)"]
     transfer_intervals["SNLI − random vectors"] = d_rand
-    if best_other is not None:
-        d_other = paired_bootstrap_difference(snli_c, np.array(other_cell.correct))
-        transfer_parts[f"SNLI → RTE above the best other foreign vector ({best_other})"] = direction_rule(
+    if snli_rte.best_other is not None:
+        d_other = paired_bootstrap_difference(snli_c, np.array(snli_rte.other_cell.correct))
+        transfer_parts[f"SNLI → RTE above the best other foreign vector ({snli_rte.best_other})"] = direction_rule(
             d_other.value, d_other.interval)
-        transfer_intervals[f"SNLI − {best_other} on RTE"] = d_other
+        transfer_intervals[f"SNLI − {snli_rte.best_other} on RTE"] = d_other
 rule_transfer = (combine_rule(transfer_parts) if snli_ok else
                  not_testable("the SNLI LTV did not train (or SNLI and RTE are not both in this run)"))
 claim_transfer = Claim(
@@ -588,17 +362,17 @@ claim_transfer = Claim(
     evidence_title="the SNLI → RTE section",
 )
 
-icl_names = [n for n in method_names if n.endswith("ICL")]
+icl_names = [n for n in composition.methods if n.endswith("ICL")]
 best_icl = max(icl_names, key=lambda n: ests[n]["correct"].value) if icl_names else None
 comp_parts, comp_intervals = {}, {}
 if sum_seeds:
-    M_sum = matrix("EN->FR + M->F")
+    M_sum = composition.matrix("EN->FR + M->F")
     comp_intervals["sum of the two LTVs"] = ests["EN->FR + M->F"]["correct"]
     for label, other in (("zero-shot", "zero-shot"), (f"best ICL ({best_icl})", best_icl),
                          ("a random vector of its norm", "random (norm of the sum)")):
         if other is None:
             continue
-        d = paired_bootstrap_difference(M_sum, matrix(other), rows=("seeds", rows_of(other)))
+        d = paired_bootstrap_difference(M_sum, composition.matrix(other), rows=("seeds", rows_of(other)))
         comp_parts[f"sum above {label}"] = direction_rule(d.value, d.interval)
         comp_intervals[f"sum − {other}"] = d
     rule_comp = combine_rule(comp_parts)
@@ -635,7 +409,7 @@ interpret(claim_clusters, {
     "inconclusive": "With {n} tasks of several seeds the interval admits both a clustering and none ({reason}).",
     "not testable at this scale": "Too few tasks have two trained seeds to measure a same-task similarity "
                                   "({reason}).",
-}, reason=rule_clusters.reason, n=len(multi))
+}, reason=rule_clusters.reason, n=len(sim.multi))
 
 # %%
 interpret(claim_transfer, {

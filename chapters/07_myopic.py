@@ -54,38 +54,44 @@ recipe = None  # None: the profile's LTV recipe; "fast" or "paper"
 task = None  # None: the profile's choice (ltvlib.study.plans.MYOPIC_SIZES): "myopic" (human-written items); or "myopic_lm"
 
 # %%
-import math
-import textwrap
 import time
 
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import Markdown, display
 
 from ltvlib.book.scorecard import Claim, combine_rule, direction_rule, interpret, not_testable, record_claims
 from ltvlib.models import load_model
-from ltvlib.stats import Estimate, format_estimate
 from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.myopic import (
     DIRECTIONS,
-    JUDGEMENTS,
-    STEERING_METRICS,
-    answer_tokens,
     balanced_test,
     check_no_leak,
     direction_ltv,
-    extraction_configs,
     generation_examples,
-    ltv_recipe,
-    ltv_splits,
     method_label,
     myopic_behaviour,
-    steering_difference,
-    steering_range,
+)
+from ltvlib.study.myopic_tables import (
+    METRIC_NAMES,
+    STEERING_PANELS,
+    compare_steering,
+    cost_table,
+    describe_setup,
+    generations_text,
+    judged_items,
+    letter_bias_table,
+    plot_letter_bias,
+    plot_steering,
+    results_caption,
+    results_table,
+    steering_ranges,
+    steering_table,
+    summary_markdown,
+    training_curves,
+    training_summary,
 )
 from ltvlib.study.plans import myopic_plan
-from ltvlib.tasks import get_task, load_splits
+from ltvlib.study.tables import points
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
                      "ytick.labelsize": 9, "legend.fontsize": 9})
@@ -93,34 +99,9 @@ plan = myopic_plan(profile, recipe=recipe, task=task)
 run, sizes = plan.run_sizes, plan.sizes
 started = time.perf_counter()
 lm = load_model(model, device=device)
-mid = lm.middle_layer
-letters = answer_tokens(lm, sizes.task)
 test = balanced_test(sizes.task, sizes.n_test)
 check_no_leak(sizes.task, test)
-full = load_splits(sizes.task)
-ltv_split = ltv_splits("myopic", run, sizes)
-rcp = ltv_recipe(run, sizes)
-n_stop = min(len(ltv_split.validation), rcp.val_queries or len(ltv_split.validation))
-vtv_cfg, fv_cfg = extraction_configs(run, sizes)
-n_judge = sizes.judge_items or len(test)
-judged_methods = "every method" if sizes.judge_methods is None else ", ".join(
-    method_label(m) for m in sizes.judge_methods)
-display(Markdown(
-    f"**Model** `{lm.name}` ({lm.n_layers} layers, middle layer {mid}). **Profile** `{profile}`. **Task** "
-    f"`{sizes.task}` ({get_task(sizes.task).description}): {len(full.train)} / {len(full.validation)} / "
-    f"{len(full.test)} questions in the seeded (seed 0) train / validation / test split. The held-out set is "
-    f"**{len(test)} test questions, {sum(e.output == 'A' for e in test)} with the myopic answer A and "
-    f"{sum(e.output == 'B' for e in test)} with B**, none of them in the training or validation split of either "
-    f"direction (checked). LTVs: {len(ltv_split.train)} training questions, validated on {n_stop} letter-balanced "
-    f"validation questions after each of at most {rcp.epochs} epochs, patience {rcp.patience}, recipe "
-    f"`{rcp.recipe}`, seed {seed}. Vanilla TV: {vtv_cfg.shots}-shot prompts, {vtv_cfg.n_contexts} demonstration "
-    f"sets x {vtv_cfg.n_dummy} dummy queries, layer chosen on {vtv_cfg.n_dev} validation questions. FV: "
-    f"{fv_cfg.shots}-shot prompts, {fv_cfg.n_mean} for the mean head outputs, {fv_cfg.n_ie} for the indirect "
-    f"effect, top {fv_cfg.k} heads. ICL: {', '.join(map(str, sizes.icl_shots))} shots. Random control: "
-    f"{sizes.random_draws} vectors of the LTV's norm per direction. Greedy answers ({sizes.judge_new_tokens} "
-    f"tokens) judged on the first {n_judge} held-out questions for {judged_methods}. Letter tokens: A = "
-    f"{letters['A']}, B = {letters['B']}."
-))
+display(Markdown(describe_setup(lm, profile, run, sizes, test, seed)))
 
 # %% [markdown]
 # ## Directions, methods and where each vector goes
@@ -162,41 +143,12 @@ display(Markdown(
 t0 = time.perf_counter()
 table = myopic_behaviour(lm, run, seeds=(seed,), sizes=sizes)
 t_measure = time.perf_counter() - t0
-records = table["records"]
 ltvs = {d: direction_ltv(lm, d, run, sizes, seed=seed) for d in DIRECTIONS}
 ledger = LTVLedger()
 ltv_ok = all(ledger.keep([ltvs[d]], where="ch07-table-results") for d in DIRECTIONS)
 print(f"all measurements: {t_measure:.0f} s (cached ones are read back)")
-
-COLUMNS = {
-    "text_p_myopic": "P(myopic), option text",
-    "text_myopic_choice": "myopic option preferred (text)",
-    "letter_debiased_p_myopic": "P(myopic), debiased letters",
-    "letter_says_a": "says A (letter bias)",
-    "generation_myopic": "greedy answer = myopic option",
-    "generation_non_myopic": "greedy answer = other option",
-    "generation_neither": "greedy answer = neither",
-}
-
-
-def fmt(d):
-    """An Estimate dict as 'value [low, high]' in %."""
-    return f"{100 * d['value']:.1f} [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
-
-
-rows = []
-for r in table["rows"]:
-    row = {"method": r["label"], "toward": (r["direction"] or "(none)").replace("_", "-")}
-    for metric, name in COLUMNS.items():
-        text = fmt(r["metrics"][metric]) if metric in r["metrics"] else "not judged"
-        if r["method"] == "ltv" and metric in r["metrics"]:
-            text = ledger.cell(ltvs[r["direction"]], text, where="ch07-table-results")
-        row[name] = text
-    rows.append(row)
-results = pd.DataFrame(rows).set_index(["method", "toward"])
-display(Markdown(
-    f"**Held-out results** (%, 95 % interval; {table['n_test']} letter-balanced questions, greedy answers on "
-    f"{n_judge}; random control: {sizes.random_draws} draws per direction). Zero-shot has no direction."))
+results = results_table(table, ledger, ltvs)
+display(Markdown(results_caption(table, judged_items(sizes, test), sizes.random_draws)))
 display(results)
 display(ledger.summary())
 
@@ -211,36 +163,8 @@ display(ledger.summary())
 # other answer). Intervals: bootstrap over questions (and over random draws for the control).
 
 # %%
-methods = [m for m in dict.fromkeys(r["method"] for r in table["rows"]) if m != "zero_shot"]
-
-
-def pair(m):
-    """The records of method m toward each direction (zero-shot is its own pair)."""
-    if m == "zero_shot":
-        return records[("zero_shot", None)], records[("zero_shot", None)]
-    return records[(m, "myopic")], records[(m, "non_myopic")]
-
-
-def measured(m, metric):
-    return all(metric in r["summary"] for r in pair(m)[0])
-
-
-ranges = {(m, metric): steering_range(*pair(m), metric) for m in methods for metric in STEERING_METRICS
-          if measured(m, metric)}
-METRIC_NAMES = {"text_p_myopic": "option text", "letter_debiased_p_myopic": "debiased letters",
-                "generation_myopic": "judged greedy answers"}
-rows = []
-for m in methods:
-    row = {"method": method_label(m)}
-    for metric, name in METRIC_NAMES.items():
-        est = ranges.get((m, metric))
-        text = "not judged" if est is None else format_estimate(est, bounds=True)
-        if m == "ltv" and est is not None:
-            text = ledger.cell(ltvs["myopic"], ledger.cell(ltvs["non_myopic"], text, where="ch07-steering"),
-                               where="ch07-steering")
-        row[f"steering range, {name}"] = text
-    rows.append(row)
-display(pd.DataFrame(rows).set_index("method"))
+methods, ranges = steering_ranges(table)
+display(steering_table(methods, ranges, ledger, ltvs))
 
 # %% [markdown]
 # (ch07-letter-bias)=
@@ -253,18 +177,7 @@ display(pd.DataFrame(rows).set_index("method"))
 # (the position bias the two listing orders cancel; 50 % = none).
 
 # %%
-rows = []
-for r in table["rows"]:
-    mt = r["metrics"]
-    row = {"method": r["label"], "toward": (r["direction"] or "(none)").replace("_", "-"),
-           "says A": fmt(mt["letter_says_a"]), "P(myopic), letters as given": fmt(mt["letter_p_myopic"]),
-           "P(myopic), letters both orders": fmt(mt["letter_debiased_p_myopic"]),
-           "P(first-listed option), text": fmt(mt["text_first_listed"]) if "text_first_listed" in mt else "–"}
-    if r["method"] == "ltv":
-        row = {k: (ledger.cell(ltvs[r["direction"]], v, where="ch07-letter-bias") if k not in ("method", "toward")
-                   else v) for k, v in row.items()}
-    rows.append(row)
-display(pd.DataFrame(rows).set_index(["method", "toward"]))
+display(letter_bias_table(table, ledger, ltvs))
 
 # %% [markdown]
 # ## The LTVs' training
@@ -274,70 +187,23 @@ display(pd.DataFrame(rows).set_index(["method", "toward"]))
 # the start's), and the last training losses.
 
 # %%
-curves = pd.DataFrame({f"toward {d.replace('_', '-')}": pd.Series(
-    {c["epoch"]: 100 * c["val_accuracy"] for c in ltvs[d].curve if "epoch" in c}) for d in DIRECTIONS})
-curves.index.name = "epoch"
-display(curves.round(1).T)
-display(pd.DataFrame({f"toward {d.replace('_', '-')}": {
-    "steps": ltvs[d].steps, "steps to the best epoch": ltvs[d].steps_to_best, "trained": ltvs[d].trained,
-    "validation score at the start (%)": 100 * ltvs[d].start_val_score,
-    "best validation score (%)": 100 * ltvs[d].best_val_score,
-    "mean training loss, first 8 steps": float(np.mean([c["loss"] for c in ltvs[d].curve if "loss" in c][:8])),
-    "mean training loss, last 8 steps": float(np.mean([c["loss"] for c in ltvs[d].curve if "loss" in c][-8:])),
-    "norm": float(ltvs[d].vectors.norm()),
-} for d in DIRECTIONS}))
+display(training_curves(ltvs))
+display(training_summary(ltvs))
 
 # %% mystnb={"figure": {"caption": "Steering range of every method on the held-out questions (P(myopic) toward the myopic answer minus toward the other answer, in points), read from the options' text and from the letters averaged over both orders; bars are 95 % bootstrap intervals, the grey band is the random vectors' interval. The paper gives no number for this task.", "name": "ch07-fig-steering"}}
-fig, axes = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
-labels = [method_label(m) for m in methods]
-x = np.arange(len(methods))
-for ax, metric in zip(axes, ("text_p_myopic", "letter_debiased_p_myopic")):
-    vals, lo, hi, colors = [], [], [], []
-    for m in methods:
-        est = ranges.get((m, metric))
-        v = float("nan") if est is None else 100 * est.value
-        if m == "ltv" and not ltv_ok:
-            v = float("nan")  # an LTV that did not train is not drawn
-        vals.append(v)
-        lo.append(0 if est is None else v - 100 * est.low)
-        hi.append(0 if est is None else 100 * est.high - v)
-        colors.append("C3" if m == "ltv" else "C7" if m == "random" else "C0")
-    ax.bar(x, vals, 0.6, yerr=[lo, hi], color=colors, capsize=3)
-    if not ltv_ok:
-        ax.text(methods.index("ltv"), 0, "did not train", ha="center", va="bottom", rotation=90)
-    rnd = ranges.get(("random", metric))
-    if rnd is not None:
-        ax.axhspan(100 * rnd.low, 100 * rnd.high, color="grey", alpha=0.2, label="random vectors, 95 % interval")
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_ylabel("steering range (points)")
+fig, axes = plot_steering(methods, ranges, ltv_ok)
+for ax, metric in zip(axes, STEERING_PANELS):
     ax.set_title(f"Steering range, {METRIC_NAMES[metric]} ({table['n_test']} held-out questions)")
-    ax.legend(loc="upper left")
-axes[1].set_xticks(x, labels, rotation=25, ha="right")
+    ax.set_ylabel("steering range (points)")
 axes[1].set_xlabel("method")
 fig.tight_layout()
 plt.show()
 
 # %% mystnb={"figure": {"caption": "Letter bias: share of held-out questions (letter-balanced, so 50 % = no preference) on which the letter A is more probable than B, per method and direction; bars are 95 % Wilson intervals (over questions and random draws for the control).", "name": "ch07-fig-letter-bias"}}
-fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
-all_methods = ["zero_shot", *methods]
-for j, (d, color) in enumerate(zip(DIRECTIONS, ("C3", "C0"))):
-    vals, err = [], [[], []]
-    for m in all_methods:
-        row = next(r for r in table["rows"] if r["method"] == m and (r["direction"] in (d, None)))
-        e = row["metrics"]["letter_says_a"]
-        v = 100 * e["value"] if (m != "ltv" or ltv_ok) else float("nan")
-        vals.append(v)
-        err[0].append(v - 100 * e["low"])
-        err[1].append(100 * e["high"] - v)
-    ax.bar(np.arange(len(all_methods)) + (j - 0.5) * 0.38, vals, 0.38, yerr=err, color=color, capsize=2,
-           label=f"toward {d.replace('_', '-')}")
-ax.axhline(50, color="black", lw=0.8, ls="--", label="no letter preference (50 %)")
-ax.set_xticks(np.arange(len(all_methods)), [method_label(m) for m in all_methods], rotation=25, ha="right")
-ax.set_ylim(0, 100)
+fig, ax = plot_letter_bias(table, methods, ltv_ok)
+ax.set_title(f"Letter bias on {table['n_test']} letter-balanced held-out questions")
 ax.set_xlabel("method")
 ax.set_ylabel("says A (%)")
-ax.set_title(f"Letter bias on {table['n_test']} letter-balanced held-out questions")
-fig.legend(loc="outside lower center", ncol=3)
 plt.show()
 
 # %% [markdown]
@@ -350,18 +216,7 @@ plt.show()
 
 # %%
 gens = generation_examples(lm, run, seed=seed, sizes=sizes)
-variants = {"none": "no vector", "myopic": "LTV toward myopic", "non_myopic": "LTV toward non-myopic"}
-for kind, head in (("A/B", "A/B prompt: the continuation after 'A: ('"),
-                   ("open", "open prompt: 'Q: {question without its choices}\\nA:'")):
-    print(f"=== {head} ===\n")
-    for g in (g for g in gens if g["kind"] == kind):
-        print(textwrap.fill(g["question"], 110), f"\n(myopic answer: {g['myopic_letter']})")
-        for k, name in variants.items():
-            text = repr(g[k].strip())
-            if k != "none":
-                text = ledger.cell(ltvs[k], text, where="ch07-generations")
-            print(f"  {name:>22}: {text}")
-        print()
+print(generations_text(gens, ledger, ltvs), end="")
 
 # %% [markdown]
 # ## What we measured, and how it compares
@@ -382,18 +237,8 @@ for kind, head in (("A/B", "A/B prompt: the continuation after 'A: ('"),
 # - An LTV that did not train makes both claims *not testable at this scale*.
 
 # %%
-text_metric, letter_metric = "text_p_myopic", "letter_debiased_p_myopic"
-extracted = [m for m in ("vanilla_tv", "vanilla_tv_difference", "function_vector") if m in methods]
-icl_methods = [m for m in methods if m.startswith("icl")]
-best_ex = max(extracted, key=lambda m: ranges[(m, text_metric)].value)
-best_icl = max(icl_methods, key=lambda m: ranges[(m, text_metric)].value)
-diff = {
-    "ex_text": steering_difference(pair("ltv"), pair(best_ex), text_metric),
-    "ex_letter": steering_difference(pair("ltv"), pair(best_ex), letter_metric),
-    "random_text": steering_difference(pair("ltv"), pair("random"), text_metric) if "random" in methods else None,
-    "icl_text": steering_difference(pair("ltv"), pair(best_icl), text_metric),
-}
-ltv_range = ranges[("ltv", text_metric)]
+cmp = compare_steering(table, methods, ranges)
+best_ex, best_icl, ltv_range, diff = cmp.best_ex, cmp.best_icl, cmp.ltv_range, cmp.diff
 ICL_MARGIN = -0.05
 if not ltv_ok:
     reason = "the LTV toward one direction did not train (validation never rose above its random start)"
@@ -411,13 +256,8 @@ else:
         "LTV steering range above 0 (option text)": direction_rule(ltv_range.value, ltv_range.interval),
     })
 
-
-def pts(est):
-    return format_estimate(est, bounds=True)
-
-
 intervals_ex = {"LTV steering range (text)": ltv_range,
-                f"{method_label(best_ex)} steering range (text)": ranges[(best_ex, text_metric)],
+                f"{method_label(best_ex)} steering range (text)": ranges[(best_ex, "text_p_myopic")],
                 f"LTV − {method_label(best_ex)} (text)": diff["ex_text"],
                 f"LTV − {method_label(best_ex)} (debiased letters)": diff["ex_letter"]}
 if diff["random_text"] is not None:
@@ -429,10 +269,10 @@ claim_ex = Claim(
               "vectors (Vanilla TV, Function Vectors).",
     paper="LTV better than Vanilla TV and FV (qualitative: metric and number not available offline; "
           "Llama-3.1-8B)",
-    ours=(f"option-text steering range: LTV {pts(ltv_range)}, best extracted {method_label(best_ex)} "
-          f"{pts(ranges[(best_ex, text_metric)])}; LTV − it {pts(diff['ex_text'])} (text), "
-          f"{pts(diff['ex_letter'])} (debiased letters)"
-          + (f"; LTV − random vectors of its norm {pts(diff['random_text'])}" if diff["random_text"] else "")
+    ours=(f"option-text steering range: LTV {points(ltv_range)}, best extracted {method_label(best_ex)} "
+          f"{points(ranges[(best_ex, 'text_p_myopic')])}; LTV − it {points(diff['ex_text'])} (text), "
+          f"{points(diff['ex_letter'])} (debiased letters)"
+          + (f"; LTV − random vectors of its norm {points(diff['random_text'])}" if diff["random_text"] else "")
           if ltv_ok else "the LTV did not train"),
     rule=rule_ex,
     intervals=intervals_ex if ltv_ok else {},
@@ -444,29 +284,17 @@ claim_icl = Claim(
     key="myopic-vs-icl",
     statement="On the myopic-reward task the LTV matches or beats ICL.",
     paper="claim 1 in general: LTVs match or beat ICL; no myopic comparison with ICL in our sources",
-    ours=(f"option-text steering range: LTV {pts(ltv_range)}, {method_label(best_icl)} "
-          f"{pts(ranges[(best_icl, text_metric)])}; LTV − ICL {pts(diff['icl_text'])} (non-inferiority margin "
-          f"{100 * ICL_MARGIN:.0f} points)" if ltv_ok else "the LTV did not train"),
+    ours=(f"option-text steering range: LTV {points(ltv_range)}, {method_label(best_icl)} "
+          f"{points(ranges[(best_icl, 'text_p_myopic')])}; LTV − ICL {points(diff['icl_text'])} (non-inferiority "
+          f"margin {100 * ICL_MARGIN:.0f} points)" if ltv_ok else "the LTV did not train"),
     rule=rule_icl,
     intervals={"LTV steering range (text)": ltv_range, f"LTV − {method_label(best_icl)} (text)": diff["icl_text"]}
     if ltv_ok else {},
     evidence="ch07-steering",
     evidence_title="the steering table",
 )
-zero_text = records[("zero_shot", None)][0]["summary"]
-display(Markdown("\n".join([
-    f"- **Zero-shot** the model gives the myopic option P = {fmt(zero_text['text_p_myopic'])} % from its text, "
-    f"says A on {fmt(zero_text['letter_says_a'])} % of the letter-balanced questions, and its greedy answer "
-    f"states the myopic option on {fmt(zero_text['generation_myopic'])} %, the other on "
-    f"{fmt(zero_text['generation_non_myopic'])} %, neither on {fmt(zero_text['generation_neither'])} %.",
-    *[f"- **{method_label(m)}**: option-text steering range {pts(ranges[(m, text_metric)])}; debiased letters "
-      f"{pts(ranges[(m, letter_metric)])}." for m in methods if m != "ltv"],
-    f"- **LTV**: option-text steering range "
-    f"{ledger.cell(ltvs['myopic'], ledger.cell(ltvs['non_myopic'], pts(ltv_range), where='summary'), where='summary')}.",
-    f"- Best extracted vector (by option-text range): {method_label(best_ex)}; best ICL: {method_label(best_icl)}.",
-    f"- Verdicts by the rules: LTV against extracted vectors **{claim_ex.verdict.value}** "
-    f"({rule_ex.reason}); LTV against ICL **{claim_icl.verdict.value}** ({rule_icl.reason}).",
-])))
+display(Markdown(summary_markdown(table, methods, ranges, cmp, ledger, ltvs, [
+    (claim_ex.verdict.value, rule_ex.reason), (claim_icl.verdict.value, rule_icl.reason)])))
 
 # %%
 interpret(claim_ex, {
@@ -500,15 +328,9 @@ interpret(claim_icl, {
 }, icl=method_label(best_icl), reason=rule_icl.reason)
 
 # %%
-cost = pd.DataFrame({
-    f"{method_label(m)}" + ("" if d is None else f", toward {d.replace('_', '-')}"):
-        {"seconds (first run, incl. training/extraction)": sum(r["seconds"] for r in recs),
-         "layer": recs[0]["info"].get("layer")}
-    for (m, d), recs in records.items()
-}).T
 display(Markdown("**What each measurement cost** when it was first computed (wall time on the machine that "
                  "computed it; a cached result shows its original time):"))
-display(cost.round(1))
+display(cost_table(table["records"]))
 print(f"chapter time: {time.perf_counter() - started:.0f} s")
 
 # %% [markdown]

@@ -49,7 +49,6 @@ import warnings
 
 warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
@@ -64,9 +63,9 @@ from ltvlib.book.scorecard import (
     threshold_rule,
 )
 from ltvlib.models import load_model
-from ltvlib.stats import format_estimate, paired_bootstrap_difference, proportion_estimate
+from ltvlib.stats import format_estimate
+from ltvlib.study import across_models_tables as tables
 from ltvlib.study.across_models import (
-    EXTRACTED,
     architecture_row,
     attention_write_check,
     check_code_paths,
@@ -84,7 +83,7 @@ from ltvlib.study.across_models import (
 )
 from ltvlib.study.extracted import cached_function_vector
 from ltvlib.study.ltv_report import LTVLedger
-from ltvlib.study.ltvs import trained_ltv, task_splits
+from ltvlib.study.ltvs import task_splits, trained_ltv
 from ltvlib.study.plans import across_models_plan
 
 hf_logging.disable_progress_bar()
@@ -96,17 +95,7 @@ if isinstance(models, str):  # `-p models a,b` from the command line
 model_list = [model] + [m for m in models if m != model]
 ledger = LTVLedger()  # every LTV number this chapter shows goes through it ("did not train" otherwise)
 started = time.perf_counter()
-display(Markdown(
-    f"**Models** {', '.join(f'`{m}`' for m in model_list)}. **Profile** `{profile}`: middle-layer table on "
-    f"{', '.join(plan['table'])}; layer sweep on {', '.join(plan['sweep'])}; key heads on "
-    f"{', '.join(plan['key_heads'])} ({sizes.n_key_queries} analysis queries, {sizes.n_random} random head sets); "
-    f"linear reconstruction on {', '.join(plan['linearity'])} at the layers nearest "
-    f"{', '.join(f'{f:g}L' for f in sizes.linearity_fractions)}. "
-    f"Test queries per task: up to {run.n_test or 'all'}; one LTV training seed ({seed}); LTV recipe "
-    f"`{run.recipe.recipe}` (learning rate {run.recipe.lr:.3g} and initial range {run.recipe.init_range:.3g}"
-    + (" times the residual stream's RMS at each vector's site" if run.recipe.relative_to_stream else
-       ", absolute") + f") with {run.n_train}/{run.n_val} train/validation queries."
-))
+display(Markdown(tables.describe_setup(profile, model_list, plan, sizes, run, seed)))
 
 # %% [markdown]
 # **What the `cpu` profile covers, and why.** Every measurement here is one that chapters 01, 04 and 05 make,
@@ -150,29 +139,9 @@ for name in model_list:
 display(Markdown("**Table 8.1.** The models and the conventions the site table encodes."))
 display(pd.DataFrame(arch).T)
 check_table = pd.DataFrame({m: c["checks"] for m, c in checks.items()})
-display(Markdown(
-    "**Table 8.2.** Largest difference between each fast path and the model's own forward pass, relative to "
-    "the largest value of the reference ($\\max|a-b| / \\max|b|$; float32 rounding is about $10^{-6}$). "
-    "Argmax agreement of the logits: " + "; ".join(
-        f"{m}: {'all equal' if all(c['argmax_equal'].values()) else 'DIFFERENT'}" for m, c in checks.items())
-    + ". Prompt lengths " + ", ".join(f"{m} {c['prompt_tokens'][0]}-{c['prompt_tokens'][1]} tokens"
-                                        for m, c in checks.items()) + "."
-))
+display(Markdown(tables.checks_caption(checks)))
 display(check_table.map(lambda v: f"{v:.1e}"))
-# float32 agrees to about 1e-6; bfloat16 (the default on a GPU) rounds to about 1e-2
-tolerance = {m: 1e-3 if arch[m]["dtype"] == "float32" else 5e-2 for m in model_list}
-worst = float(check_table.max().max())
-bad_paths = [(m, k) for m in check_table for k, v in check_table[m].items() if v > tolerance[m]]
-display(Markdown(
-    f"Largest relative difference over all checks and models: **{worst:.1e}**. "
-    + ("Every fast path agrees with the full forward pass on every model (within 1e-3 in float32, 5e-2 in lower "
-       "precision)." if not bad_paths else
-       "**Paths that disagree (above 1e-3 in float32, 5e-2 in lower precision):** "
-       + ", ".join(f"{k} on {m}" for m, k in bad_paths) + ".")
-    + "".join(f" `{m}` uses a sliding attention window of {c['sliding_window']} tokens: the cached-prefix paths "
-              f"accept prompts of up to {c['sliding_window'] - 1} tokens and refuse longer ones." for m, c in
-              checks.items() if c["sliding_window"])
-))
+display(Markdown(tables.checks_summary(check_table, arch, checks)))
 
 # %% [markdown]
 # ## What we measured
@@ -245,30 +214,16 @@ display(pd.DataFrame(timings).T.round(0).rename(columns=lambda c: f"{c} (s)"))
 # average, comparison or verdict.
 
 # %%
-ltv_rows = {}
-for m, r in results.items():
-    for (t, l), v in sorted(r["ltv"].items()):
-        h = r["stream_rms"][l] * np.sqrt(r["d"])
-        ltv_rows[m, t, l] = {"trained": {True: "yes", False: "no"}.get(v.trained, "unknown"),
-                             "validation score, start": v.start_val_score, "validation score, best": v.best_val_score,
-                             "steps to best": v.steps_to_best, "|θ| / |h|": float(v.vectors.norm()) / h}
-ltv_table = pd.DataFrame(ltv_rows).T
-ltv_table.index.names = ["model", "task", "layer"]
 display(Markdown("**Table 8.4.** The chapter's LTVs: whether each trained, its validation score (the recipe's "
                  "early-stopping metric) at the start and at the kept vector, and its norm relative to the "
                  "residual stream at its layer."))
-display(ltv_table.round(3))
+display(tables.ltv_table(results))
 
 # %% mystnb={"figure": {"caption": "RMS per coordinate of the residual stream entering each block (last token, 32 Antonym prompts; log scale), against relative depth, per model. The fast recipe's learning rate and initial range are multiples of this number at each vector's layer.", "name": "ch08-fig-stream"}}
-fig, ax = plt.subplots(figsize=(7, 3.6))
-for m in model_list:
-    rms = results[m]["stream_rms"]
-    ax.plot(np.array(list(rms)) / results[m]["L"], list(rms.values()), "o-", ms=3, label=m)
-ax.set_yscale("log")
+fig, ax = tables.plot_stream(results, model_list)
+ax.set_title("Residual-stream size by depth", fontsize=11)
 ax.set_xlabel("block l / number of layers")
 ax.set_ylabel("RMS of the stream entering block l")
-ax.set_title("Residual-stream size by depth", fontsize=11)
-ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 fig.tight_layout()
 plt.show()
 
@@ -284,41 +239,7 @@ plt.show()
 # (ch08-table-middle)=
 
 # %%
-METHODS = {"ltv": "LTV", "vanilla_tv": "Vanilla TV", "vanilla_tv_difference": "Vanilla TV diff.",
-           "function_vector": "FV"}
-PAPER = {"ltv": 83.49, "vanilla_tv": 37.80, "function_vector": 37.30}  # Table 1, Llama-3.1-8B, seven-task average
-shot_cols = [f"{k}-shot ICL" for k in chapter_plan.icl_shots]
-cols = ["zero-shot", *shot_cols, *METHODS]
-
-
-def est_of(pct, n):
-    """An accuracy in % over n queries as an Estimate (Wilson interval)."""
-    return proportion_estimate(round(pct * n / 100), n)
-
-
-def cell_text(e):
-    return f"{100 * e.value:.1f} [{100 * e.low:.1f}, {100 * e.high:.1f}]"
-
-
-acc, cells = {}, {}
-for m, r in results.items():
-    for t in plan["table"]:
-        row = r["table"][t]
-        for c in cols:
-            n = r["n_test"][t] if c not in shot_cols else r["table"][t]["icl_n"][c.split("-")[0]]
-            v = row[c]
-            if v is None:
-                acc[m, t, c], cells[m, t, c] = np.nan, "not computable"
-                continue
-            if c == "ltv":
-                ltv = r["ltv"][t, r["mid"]]
-                acc[m, t, c] = ledger.value(ltv, v, where="Table 8.5")
-                cells[m, t, c] = ledger.cell(ltv, cell_text(est_of(v, n)), where="Table 8.5")
-            else:
-                acc[m, t, c], cells[m, t, c] = v, cell_text(est_of(v, n))
-table = pd.DataFrame({(m, t): {METHODS.get(c, c): cells[m, t, c] for c in cols} for m in model_list
-                      for t in plan["table"]}).T
-table.index.names = ["model", "task"]
+table = tables.middle_table(results, model_list, plan["table"], chapter_plan.icl_shots, ledger)
 display(Markdown("**Table 8.5.** Accuracy (%) at the middle layer ("
                  + ", ".join(f"{m}: layer {results[m]['mid']}" for m in model_list) + ") with its 95 % interval, "
                  f"n = {', '.join(str(n) for n in sorted({n for r in results.values() for n in r['n_test'].values()}))} "
@@ -342,24 +263,14 @@ display(table)
 # (ch08-table-fv)=
 
 # %%
-aw = pd.DataFrame({(m, l): v for m, r in results.items() for l, v in r["attention_write"].items()}).T
-fvw = pd.DataFrame({(m, t): v for m, r in results.items() for t, v in r["fv_write"].items()}).T
-fv_ok = {}
-for m in model_list:
-    aw_ok = bool(len(aw)) and m in aw.index.get_level_values(0) and bool((aw.loc[m]["relative_error"] < 1e-3).all())
-    rows = fvw.loc[m] if len(fvw) and m in fvw.index.get_level_values(0) else None
-    size_ok = rows is not None and bool(((rows["norm_ratio"] - 1).abs().lt(0.5) & (rows["norm_ratio"] > 1 / 1.5)
-                                         & (rows["cos"] > 0.9)).all())
-    fv_ok[m] = aw_ok and size_ok
+aw, fvw, fv_ok = tables.fv_checks(results, model_list)
 if len(aw):
-    aw.index.names = ["model", "layer"]
     display(Markdown("**Table 8.6.** What the heads write against what the attention block adds, last token of 8 "
                      "Antonym prompts, at each layer holding one of the FVs' heads: the largest difference relative "
                      "to the largest contribution, the bare $W_O$ terms' norm relative to the contribution (1 "
                      "where nothing normalises the attention output), and the contribution's mean norm."))
     display(aw.map(lambda v: f"{v:.2e}" if abs(v) < 1e-2 else f"{v:.3g}"))
 if len(fvw):
-    fvw.index.names = ["model", "task"]
     display(Markdown("**Table 8.7.** The FV's norm, its heads' write recomputed at their mean outputs, their "
                      "ratio and cosine, the first-order marginal effect through the norm, and the bare $W_O$ terms' "
                      "norm (`unnormalised_norm`)."))
@@ -369,40 +280,12 @@ display(Markdown("FV checks passed (both): " + ", ".join(
     + "."))
 
 # %% mystnb={"figure": {"caption": "Accuracy at the middle layer, averaged over the table's tasks, per model and method, with 95 % intervals (Wilson, n = the test queries of all tasks pooled). Dashed lines: the paper's seven-task averages on Llama-3.1-8B (LTV 83.49 %, Vanilla TV 37.80 %, FV 37.30 %). An LTV that did not train is left out.", "name": "ch08-fig-middle"}}
-bars = ["zero-shot", "LTV", "Vanilla TV", "Vanilla TV diff.", "FV"]
-keys = {"zero-shot": "zero-shot", "LTV": "ltv", "Vanilla TV": "vanilla_tv", "Vanilla TV diff.": "vanilla_tv_difference",
-        "FV": "function_vector"}
-fig, ax = plt.subplots(figsize=(8, 4.2))
-width = 0.8 / len(model_list)
-x = np.arange(len(bars))
-pooled = {}
-for i, m in enumerate(model_list):
-    r = results[m]
-    for b in bars:
-        k = keys[b]
-        rows = [r["correct"][t, r["mid"]][k] for t in plan["table"]
-                if r["correct"][t, r["mid"]][k] is not None
-                and (k != "ltv" or ledger.keep([r["ltv"][t, r["mid"]]], where="Figure 8.2"))]
-        flat = [c for row in rows for c in row]
-        pooled[m, b] = proportion_estimate(int(sum(flat)), len(flat)) if flat else None
-    vals = [100 * pooled[m, b].value if pooled[m, b] else np.nan for b in bars]
-    err = np.array([[100 * (pooled[m, b].value - pooled[m, b].low), 100 * (pooled[m, b].high - pooled[m, b].value)]
-                    if pooled[m, b] else [np.nan, np.nan] for b in bars]).T
-    ax.bar(x + (i - (len(model_list) - 1) / 2) * width, vals, width, yerr=err, capsize=3, label=m)
-for k, v in PAPER.items():
-    j = bars.index(METHODS[k])
-    ax.hlines(v, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2,
-              label="paper (Llama-3.1-8B, seven-task average)" if k == "ltv" else None)
-    ax.annotate(f"paper: {v:.1f} %", (j, v), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
-ax.set_xticks(x, bars, fontsize=10)
+fig, ax = tables.plot_middle(results, model_list, plan["table"], ledger)
+ax.set_title(f"Middle-layer accuracy by model ({', '.join(plan['table'])})", fontsize=11)
 ax.set_xlabel("method (vectors at the middle layer, last position)")
 ax.set_ylabel("accuracy (%), tasks pooled")
-ax.set_ylim(0, 100)
-ax.set_title(f"Middle-layer accuracy by model ({', '.join(plan['table'])})", fontsize=11)
-ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(model_list) + 1)
 fig.tight_layout()
 plt.show()
-
 
 # %% [markdown]
 # **The rule.** Per model, the LTV's accuracy minus that of the strongest extracted vector of each task (the
@@ -413,34 +296,13 @@ plt.show()
 # → partly).
 
 # %%
-def best_extracted(r, t, layer, m):
-    """The strongest extracted vector's per-query correctness at (task, layer), and its name."""
-    c = r["correct"][t, layer]
-    allowed = [k for k in EXTRACTED if c[k] is not None and (k != "function_vector" or fv_ok[m])]
-    k = max(allowed, key=lambda k: np.mean(c[k]))
-    return np.array(c[k], dtype=float), METHODS[k]
-
-
-def ltv_trained(r, t, layer):
-    return r["ltv"][t, layer].trained is True
-
-
-def untestable_note(parts):
-    """A sentence naming the models a per-model rule found not testable, and why (empty when none)."""
-    out = [f"`{m}` ({p.reason})" for m, p in parts.items() if p.verdict.value == "not testable at this scale"]
-    return (" Not testable on " + "; ".join(out) + ", which this verdict leaves aside.") if out else ""
-
-
 middle_parts, middle_gaps = {}, {}
-for m, r in results.items():
-    tasks = [t for t in plan["table"] if ltv_trained(r, t, r["mid"])]
-    if not tasks:
+for m, g in tables.middle_gaps(results, plan["table"], fv_ok, seed).items():
+    if g is None:
         middle_parts[m] = not_testable(f"no middle-layer LTV of {m} trained")
         continue
-    a = np.concatenate([np.array(r["correct"][t, r["mid"]]["ltv"], dtype=float) for t in tasks])
-    b = np.concatenate([best_extracted(r, t, r["mid"], m)[0] for t in tasks])
-    middle_gaps[m] = paired_bootstrap_difference(a, b, seed=seed)
-    middle_parts[m] = direction_rule(middle_gaps[m].value, middle_gaps[m].interval, paper_direction=+1)
+    middle_gaps[m] = g
+    middle_parts[m] = direction_rule(g.value, g.interval, paper_direction=+1)
 claim_middle = Claim(
     paper_claim=1,
     key="middle-layer-across-models",
@@ -466,7 +328,7 @@ interpret(claim_middle, {
                     "that admit both signs: with these test queries the ordering cannot be decided.{note}",
     "not testable at this scale": "No middle-layer LTV trained on the models of this run, so there is nothing to "
                                   "compare the extracted vectors with.{note}",
-}, gaps=gap_text, note=untestable_note(middle_parts))
+}, gaps=gap_text, note=tables.untestable_note(middle_parts))
 
 # %% [markdown]
 # ## A short layer sweep
@@ -478,47 +340,13 @@ interpret(claim_middle, {
 # models of different depths share it.
 
 # %% mystnb={"figure": {"caption": "First-token accuracy with one vector injected at the last token of layer l (x: l/L), one panel per model and task: LTV (input of block l; points only where it trained), Vanilla TV (replace, solid; difference, dashed) and FV (both at the output of block l); bands and bars are 95 % Wilson intervals. Dotted: zero-shot. Dashed grey: the paper's middle-layer averages on Llama-3.1-8B (LTV 83.49 %, FV 37.30 %).", "name": "ch08-fig-sweep"}}
-STYLE = {
-    "ltv": {"label": "LTV", "color": "C3", "marker": "o", "zorder": 3},
-    "vanilla_tv": {"label": "Vanilla TV (replace)", "color": "C0", "marker": "s"},
-    "vanilla_tv_difference": {"label": "Vanilla TV (difference)", "color": "C0", "marker": "s", "ls": "--",
-                              "mfc": "none"},
-    "function_vector": {"label": "FV", "color": "C2", "marker": "^"},
-}
-panels = [(m, t) for t in plan["sweep"] for m in model_list]
-fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 3.0 * len(panels)), sharex=True, squeeze=False)
-for ax, (m, task) in zip(axes[:, 0], panels):
-    r = results[m]
-    n = len(task_splits(task, run).test)
-    for method, style in STYLE.items():
-        pts = sorted(r["sweep"][task][method].items())
-        if method == "ltv":
-            pts = [(l, ledger.value(r["ltv"][task, l], v, where="Figure 8.3")) for l, v in pts]
-            pts = [(l, v) for l, v in pts if np.isfinite(v)]
-        if not pts:
-            continue
-        ls, a = map(np.array, zip(*pts))
-        ests = [est_of(v, n) for v in a]
-        lo = np.array([100 * e.low for e in ests])
-        hi = np.array([100 * e.high for e in ests])
-        if method == "ltv":
-            ax.errorbar(ls / r["L"], a, yerr=[a - lo, hi - a], ms=5, lw=1.4, capsize=3, **style)
-        else:
-            ax.plot(ls / r["L"], a, ms=4, lw=1.2, **style)
-            ax.fill_between(ls / r["L"], lo, hi, color=style["color"], alpha=0.12)
-    row = r["table"].get(task)
-    if row is not None:
-        ax.axhline(row["zero-shot"], color="grey", lw=1, ls=":", label="zero-shot")
-    ax.axhline(PAPER["ltv"], color="0.5", lw=1, ls="--", label="paper (Llama-3.1-8B, L/2): LTV 83.5 %")
-    ax.axhline(PAPER["function_vector"], color="0.7", lw=1, ls="--", label="paper (Llama-3.1-8B, L/2): FV 37.3 %")
-    ax.axvline(r["mid"] / r["L"], color="grey", lw=0.5)
-    ax.set_title(f"{task}, {m} ({r['L']} layers)", fontsize=10)
+panels = tables.sweep_panels(model_list, plan["sweep"])
+n_test = {t: len(task_splits(t, run).test) for t in {*plan["sweep"], *plan["linearity"]}}
+fig, axes = tables.plot_sweep(results, panels, n_test, ledger)
+for ax, (m, task) in zip(axes, panels):
+    ax.set_title(f"{task}, {m} ({results[m]['L']} layers)", fontsize=10)
     ax.set_ylabel("accuracy (%)")
-    ax.set_ylim(-3, 103)
-    ax.set_xlim(-0.03, 1.03)
-axes[-1, 0].set_xlabel("injection layer / number of layers")
-handles, labels = axes[0, 0].get_legend_handles_labels()
-fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.01))
+axes[-1].set_xlabel("injection layer / number of layers")
 fig.suptitle(f"Learned against extracted task vectors across depth ({profile} profile)", fontsize=11)
 fig.tight_layout(rect=(0, 0.12 if len(panels) < 3 else 0.07, 1, 1))
 plt.show()
@@ -530,17 +358,12 @@ plt.show()
 
 # %%
 sweep_parts, sweep_gaps = {}, {}
-for m, r in results.items():
-    for t in plan["sweep"]:
-        for l in r["ltv_layers"][t]:
-            name = f"{m}, {t}, layer {l}"
-            if not ltv_trained(r, t, l):
-                sweep_parts[name] = not_testable(f"the LTV of {t} at layer {l} did not train")
-                continue
-            b, _ = best_extracted(r, t, l, m)
-            g = paired_bootstrap_difference(np.array(r["correct"][t, l]["ltv"], dtype=float), b, seed=seed)
-            sweep_gaps[name] = g
-            sweep_parts[name] = direction_rule(g.value, g.interval, paper_direction=+1)
+for name, (t, l, g) in tables.sweep_gaps(results, plan["sweep"], fv_ok, seed).items():
+    if g is None:
+        sweep_parts[name] = not_testable(f"the LTV of {t} at layer {l} did not train")
+        continue
+    sweep_gaps[name] = g
+    sweep_parts[name] = direction_rule(g.value, g.interval, paper_direction=+1)
 sweep_counts = pd.Series([p.verdict.value for p in sweep_parts.values()]).value_counts()
 claim_sweep = Claim(
     paper_claim=1,
@@ -579,49 +402,18 @@ interpret(claim_sweep, {
 # (ch08-table-key-heads)=
 
 # %%
-kh_cols = {"ltv": "LTV θ", "key_zero": "key, zero", "random_zero": "random, zero", "key_mean": "key, mean",
-           "random_mean": "random, mean", "random_mean_sd": "random, mean (sd)"}
-kh_rows = {}
-for m, r in results.items():
-    for t in plan["key_heads"]:
-        ltv = r["ltv"][t, r["mid"]]
-        kh_rows[m, t] = {c: ledger.cell(ltv, f"{r['key_heads'][t][k]:.1f}", where="Table 8.8")
-                         for k, c in kh_cols.items()}
-        kh_rows[m, t]["key heads"] = f"{r['key_heads'][t]['n_key']} of {r['key_heads'][t]['n_heads']}"
-kh = pd.DataFrame(kh_rows).T
+kh = tables.key_heads_table(results, plan["key_heads"], ledger)
 if len(kh):
-    kh.index.names = ["model", "task"]
     display(Markdown("**Table 8.8.** Accuracy (%) of the middle-layer LTV alone and with heads ablated at the last "
                      f"position; random: mean (and standard deviation) over {sizes.n_random} draws. Paper "
                      "(Llama-3.1-8B, zero or unspecified ablation): 83 → 51 % key heads, 78 % random heads."))
     display(kh)
 
 # %% mystnb={"figure": {"caption": "Accuracy of the middle-layer LTV alone, with the key heads (top 10 % by saliency) zeroed and with as many random heads zeroed at the last position, tasks pooled, 95 % Wilson intervals (random: all draws pooled). Dashed: the paper's numbers on Llama-3.1-8B (83 %, 51 %, 78 %). Models whose LTV did not train are left out.", "name": "ch08-fig-key-heads"}}
-groups = [("LTV θ", "ltv", 83.0), ("key heads zeroed", "key_zero", 51.0), ("random heads zeroed", "random_zero", 78.0)]
-fig, ax = plt.subplots(figsize=(7.5, 4.0))
-x = np.arange(len(groups))
-width = 0.8 / len(model_list)
-for i, m in enumerate(model_list):
-    r = results[m]
-    tasks = [t for t in plan["key_heads"] if ledger.keep([r["ltv"][t, r["mid"]]], where="Figure 8.4")]
-    if not tasks:
-        continue
-    vals, lo, hi = [], [], []
-    for _, k, _ in groups:
-        flat = [c for t in tasks for c in (np.ravel(r["key_correct"][t][k]))]
-        e = proportion_estimate(int(sum(flat)), len(flat))
-        vals.append(100 * e.value), lo.append(100 * (e.value - e.low)), hi.append(100 * (e.high - e.value))
-    ax.bar(x + (i - (len(model_list) - 1) / 2) * width, vals, width, yerr=[lo, hi], capsize=3, label=m)
-for j, (_, _, p) in enumerate(groups):
-    ax.hlines(p, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2,
-              label="paper (Llama-3.1-8B)" if j == 0 else None)
-    ax.annotate(f"paper: {p:.0f} %", (j, p), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
-ax.set_xticks(x, [g for g, _, _ in groups])
+fig, ax = tables.plot_key_heads(results, model_list, plan["key_heads"], ledger)
+ax.set_title(f"Ablating key heads against random heads ({', '.join(plan['key_heads'])})", fontsize=11)
 ax.set_xlabel("heads zeroed at the last position")
 ax.set_ylabel("accuracy (%), tasks pooled")
-ax.set_ylim(0, 100)
-ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=len(model_list) + 1)
-ax.set_title(f"Ablating key heads against random heads ({', '.join(plan['key_heads'])})", fontsize=11)
 fig.tight_layout()
 plt.show()
 
@@ -632,15 +424,12 @@ plt.show()
 
 # %%
 key_parts, key_gaps = {}, {}
-for m, r in results.items():
-    tasks = [t for t in plan["key_heads"] if ltv_trained(r, t, r["mid"])]
-    if not tasks:
+for m, g in tables.key_gaps(results, plan["key_heads"], seed).items():
+    if g is None:
         key_parts[m] = not_testable(f"no middle-layer LTV of {m} trained for the key-head tasks")
         continue
-    rand = np.concatenate([np.array(r["key_correct"][t]["random_zero"], dtype=float) for t in tasks], axis=1)
-    key = np.concatenate([np.array(r["key_correct"][t]["key_zero"], dtype=float) for t in tasks])
-    key_gaps[m] = paired_bootstrap_difference(rand, key, seed=seed, rows=("draws", "auto"))
-    key_parts[m] = direction_rule(key_gaps[m].value, key_gaps[m].interval, paper_direction=+1)
+    key_gaps[m] = g
+    key_parts[m] = direction_rule(g.value, g.interval, paper_direction=+1)
 claim_key = Claim(
     paper_claim=3,
     key="key-heads-across-models",
@@ -665,7 +454,7 @@ interpret(claim_key, {
     "not testable at this scale": "No middle-layer LTV of the key-head tasks trained, so there is no vector "
                                   "whose heads could be ablated.{note}",
 }, gaps="; ".join(f"`{m}` {format_estimate(g)}" for m, g in key_gaps.items()) or "none measured",
-   note=untestable_note(key_parts))
+   note=tables.untestable_note(key_parts))
 
 # %% [markdown]
 # ## Linear reconstruction at three layers
@@ -679,24 +468,7 @@ interpret(claim_key, {
 # (ch08-table-linearity)=
 
 # %%
-lin_cols = {"ltv": "LTV", "w_theta": "Wθ (final norm)", "w_theta_last_block": "Wθ (block L-1)",
-            "zero_shot": "zero-shot", "r2_heldout": "R² held-out", "explained": "explained",
-            "cos_theta_Qtheta": "cos(θ, Qθ)", "stretch": "|Sθ|/|θ|"}
-lin_rows = []
-for m, r in results.items():
-    for t in plan["linearity"]:
-        n = len(task_splits(t, run).test)
-        for layer, v in r["linearity"][t].items():
-            ltv = r["ltv"][t, layer]
-            row = {"model": m, "task": t, "layer": layer, "depth l/L": round(layer / r["L"], 2)}
-            for k, c in lin_cols.items():
-                if k in ("ltv", "w_theta", "w_theta_last_block", "zero_shot"):
-                    text = cell_text(est_of(v[k], n))
-                    row[c] = ledger.cell(ltv, text, where="Table 8.9") if k != "zero_shot" else text
-                else:
-                    row[c] = ledger.cell(ltv, f"{v[k]:.2f}", where="Table 8.9")
-            lin_rows.append(row)
-lin = pd.DataFrame(lin_rows).set_index(["model", "task", "layer"])
+lin = tables.linearity_table(results, plan["linearity"], n_test, ledger)
 display(Markdown("**Table 8.9.** Per model, task and injection layer: accuracy (%, 95 % interval, n = "
                  f"{', '.join(str(len(task_splits(t, run).test)) for t in plan['linearity'])}) of the LTV, of "
                  "$W\\theta$ at the final norm's input and at the last block's input, and zero-shot; the fit's "
@@ -705,28 +477,11 @@ display(Markdown("**Table 8.9.** Per model, task and injection layer: accuracy (
 display(lin)
 
 # %% mystnb={"figure": {"caption": "Test accuracy of the LTV injected at block l (solid), of its linear reconstruction Wθ added to the residual stream entering the final norm (dashed) or entering the last block (dash-dotted), and zero-shot (dotted), at three depths per model, with 95 % Wilson intervals. Layers whose LTV did not train are left out. The paper gives no single number for this comparison.", "name": "ch08-fig-linearity"}}
-fig, axes = plt.subplots(len(model_list), 1, figsize=(7.5, 3.0 * len(model_list)), sharex=True, squeeze=False)
-for ax, m in zip(axes[:, 0], model_list):
-    r = results[m]
-    for i, t in enumerate(plan["linearity"]):
-        n = len(task_splits(t, run).test)
-        layers = [l for l in sorted(r["linearity"][t]) if ledger.keep([r["ltv"][t, l]], where="Figure 8.5")]
-        if not layers:
-            continue
-        d = np.array(layers) / r["L"]
-        for k, style, label in (("ltv", "o-", "LTV"), ("w_theta", "s--", "Wθ at the final norm"),
-                                ("w_theta_last_block", "^-.", "Wθ at block L-1"), ("zero_shot", ":", "zero-shot")):
-            a = np.array([r["linearity"][t][l][k] for l in layers])
-            ests = [est_of(v, n) for v in a]
-            err = [a - np.array([100 * e.low for e in ests]), np.array([100 * e.high for e in ests]) - a]
-            ax.errorbar(d, a, yerr=err, fmt=style, color=f"C{i}", mfc="none", capsize=2, lw=1.2, label=f"{t}: {label}")
+fig, axes = tables.plot_linearity(results, model_list, plan["linearity"], n_test, ledger)
+for ax, m in zip(axes, model_list):
     ax.set_title(m, fontsize=10)
     ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(-3, 103)
-    ax.set_xlim(-0.03, 1.03)
-axes[-1, 0].set_xlabel("injection layer / number of layers")
-handles, labels = axes[0, 0].get_legend_handles_labels()
-fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.01))
+axes[-1].set_xlabel("injection layer / number of layers")
 fig.suptitle("The LTV against its linear reconstruction, per model", fontsize=11)
 fig.tight_layout(rect=(0, 0.14, 1, 1))
 plt.show()
@@ -739,18 +494,11 @@ plt.show()
 
 # %%
 lin_parts, lin_ests = {}, {}
-for m, r in results.items():
-    found = False
-    for t in plan["linearity"]:
-        n = len(task_splits(t, run).test)
-        for l, v in sorted(r["linearity"][t].items()):
-            if not ltv_trained(r, t, l) or not v["ltv"] > v["zero_shot"] + 10:
-                continue
-            found = True
-            e = est_of(v["w_theta"], n)
-            lin_ests[f"{m}, {t}, layer {l}: Wθ"] = e
-            lin_parts[f"{m}, {t}, layer {l}"] = threshold_rule(e.value, e.interval, (v["ltv"] - 10) / 100)
-    if not found:
+for m, points in tables.linearity_points(results, plan["linearity"], n_test).items():
+    for name, e, ltv_pct in points:  # where the LTV beats zero-shot by more than 10 points: Wθ within 10 of it?
+        lin_ests[f"{name}: Wθ"] = e
+        lin_parts[name] = threshold_rule(e.value, e.interval, (ltv_pct - 10) / 100)
+    if not points:
         lin_parts[m] = not_testable(f"on {m} no trained LTV beats zero-shot by more than 10 points at the "
                                     "reconstructed layers")
 claim_linear = Claim(
