@@ -26,11 +26,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cache import atomic_write_json, code_version
 from .stats import Proportion
 from .tasks import DataFileError, Example, Task, TaskSplits, check_label_tokens, get_task, load_splits
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 PROG = "python -m ltvlib"
 DEFAULT_MODEL = "smollm2-135m"
@@ -239,7 +242,7 @@ def _score(result: Any, examples: Sequence[Example], task: Task) -> Score:
 
 
 def evaluate_conditions(
-    lm: Any, task: Task, splits: TaskSplits, ltv: Any, *, shots: int, seed: int, log: Any
+    lm: LoadedModel, task: Task, splits: TaskSplits, ltv: Any, *, shots: int, seed: int, log: Any
 ) -> dict[str, Score]:
     """Zero-shot, the LTV (as trained) and, with ``shots > 0``, k-shot ICL on ``splits.test``.
 

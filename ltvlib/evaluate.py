@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,6 +19,9 @@ from .forward import PromptRunner, Tail
 from .inject import VectorEdit
 from .prompts import answer_ids, encode_prompts, sample_demos
 from .tasks import Example, Task, get_task
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 
 @dataclass
@@ -81,7 +84,7 @@ class EvalSet:
 
     def __init__(
         self,
-        lm: Any,
+        lm: LoadedModel,
         task: Task | str,
         examples: Sequence[Example],
         *,

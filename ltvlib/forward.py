@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -35,6 +35,9 @@ from .inject import VectorEdit, inject, record_residual
 from .kv_cache import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from .prompts import EncodedPrompts, pad_left, pad_right
 from .sites import check_layer
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ class PromptRunner:
 
     def __init__(
         self,
-        lm: Any,
+        lm: LoadedModel,
         prompts: EncodedPrompts,
         *,
         tail: Tail = 1,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import Tensor
@@ -32,6 +32,9 @@ from torch import Tensor
 from .hooks import Hook, first_input, hooked, with_first_input
 from .inject import resolve_positions
 from .sites import attn_output_norm, check_layer, inverse_rms, norm_gain, o_proj
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 __all__ = [
     "HeadMode", "HeadPatch", "attention_output_inverse_rms", "check_head", "head_outputs", "head_projection",
@@ -70,7 +73,7 @@ def check_head(head: int, n_heads: int) -> int:
 
 @contextmanager
 def head_outputs(
-    lm: Any,
+    lm: LoadedModel,
     *,
     record: Sequence[int] = (),
     patches: Sequence[HeadPatch] = (),
@@ -172,7 +175,7 @@ def head_outputs(
 
 @contextmanager
 def record_heads(
-    lm: Any, layers: Sequence[int], *, attention_mask: Tensor | None = None, positions: Sequence[int] | None = None,
+    lm: LoadedModel, layers: Sequence[int], *, attention_mask: Tensor | None = None, positions: Sequence[int] | None = None,
     offset: int = 0,
 ) -> Iterator[dict[int, Tensor]]:
     """Capture head outputs at ``layers``: ``{layer: (batch, seq or len(positions), n_heads, head_dim)}``."""
@@ -183,7 +186,7 @@ def record_heads(
 
 @contextmanager
 def patch_heads(
-    lm: Any, patches: Sequence[HeadPatch], *, attention_mask: Tensor, offset: int = 0, mode: HeadMode = "replace"
+    lm: LoadedModel, patches: Sequence[HeadPatch], *, attention_mask: Tensor, offset: int = 0, mode: HeadMode = "replace"
 ) -> Iterator[None]:
     """Write (or add) values into head output slices while the ``with`` body runs forwards."""
     if not patches:
@@ -192,7 +195,7 @@ def patch_heads(
         yield
 
 
-def _head_weight(lm: Any, layer: int) -> Tensor:
+def _head_weight(lm: LoadedModel, layer: int) -> Tensor:
     """``W_O`` of ``layer`` split per query head: ``(d_model, n_heads, head_dim)``."""
     geo = lm.geometry
     return o_proj(lm, layer).weight.detach().view(geo.d_model, geo.n_heads, geo.head_dim)
@@ -202,7 +205,7 @@ def _compute_dtype(w: Tensor) -> torch.dtype:
     return torch.promote_types(w.dtype, torch.float32)  # bf16 weights are read in float32
 
 
-def attention_output_inverse_rms(lm: Any, layer: int, outputs: Tensor) -> Tensor | None:
+def attention_output_inverse_rms(lm: LoadedModel, layer: int, outputs: Tensor) -> Tensor | None:
     """``1 / rms(a)`` of the attention output ``a = o_proj(outputs)`` as block ``layer``'s attention-output norm
     computes it (``rms(a) = sqrt(mean(a^2) + eps)``), or None for an architecture without that norm.
 
@@ -220,7 +223,7 @@ def attention_output_inverse_rms(lm: Any, layer: int, outputs: Tensor) -> Tensor
     return inverse_rms(a, norm)
 
 
-def head_writes(lm: Any, layer: int, outputs: Tensor) -> Tensor:
+def head_writes(lm: LoadedModel, layer: int, outputs: Tensor) -> Tensor:
     """What each head of block ``layer`` writes into the residual stream, given every head's output there.
 
     **Definition.** Let ``z_h`` be head ``h``'s output (its ``head_dim`` slice of the ``o_proj`` input),
@@ -261,7 +264,7 @@ def head_writes(lm: Any, layer: int, outputs: Tensor) -> Tensor:
     return terms * gain * scale.to(dtype)[..., None, None]
 
 
-def head_projection(lm: Any, layer: int, head: int, value: Tensor, *, inverse_rms: Tensor | float | None = None,
+def head_projection(lm: LoadedModel, layer: int, head: int, value: Tensor, *, inverse_rms: Tensor | float | None = None,
                     ) -> Tensor:
     """What head ``head`` of ``layer`` writes into the residual stream when its output is ``value``.
 

@@ -29,13 +29,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import torch
 from torch import Tensor
 
 from .hooks import Hook, HookNotFiredError, first_input, first_output, hooked, with_first_input, with_first_output
 from .sites import block, check_layer, text_model
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 Site = Literal["block_input", "block_output"]
 Mode = Literal["add", "replace"]
@@ -115,7 +118,7 @@ _Key = tuple[int, str]  # (non-negative layer, site)
 _Plan = dict[_Key, list[tuple[Tensor, Tensor, str]]]  # per hook: (columns (batch,), vector (batch, d), mode)
 
 
-def _group(lm: Any, edits: Sequence[VectorEdit]) -> dict[_Key, list[VectorEdit]]:
+def _group(lm: LoadedModel, edits: Sequence[VectorEdit]) -> dict[_Key, list[VectorEdit]]:
     """Edits by (layer, site), in their given order (the order they are applied in); layer and width checked."""
     groups: dict[_Key, list[VectorEdit]] = {}
     for edit in edits:
@@ -166,7 +169,7 @@ def _edit_hidden(hidden: Tensor, steps: list[tuple[Tensor, Tensor, str]], offset
     return hidden
 
 
-def _site_hook(lm: Any, key: _Key, edit: Any) -> Hook:
+def _site_hook(lm: LoadedModel, key: _Key, edit: Any) -> Hook:
     """The hook of one (layer, site): ``edit(key, hidden)`` returns the new state, or None to leave it."""
     layer, site = key
     if site == "block_input":
@@ -185,7 +188,7 @@ def _site_hook(lm: Any, key: _Key, edit: Any) -> Hook:
 
 
 @contextmanager
-def inject(lm: Any, edits: Sequence[VectorEdit], *, attention_mask: Tensor, offset: int = 0) -> Iterator[None]:
+def inject(lm: LoadedModel, edits: Sequence[VectorEdit], *, attention_mask: Tensor, offset: int = 0) -> Iterator[None]:
     """Put ``edits`` into the residual stream of every forward the ``with`` body runs.
 
     Each vector goes where its edit says: block ``layer``'s input or output (``edit.site``), at prompt
@@ -216,7 +219,7 @@ def inject(lm: Any, edits: Sequence[VectorEdit], *, attention_mask: Tensor, offs
 
 
 @contextmanager
-def apply(lm: Any, edits: Sequence[VectorEdit]) -> Iterator[None]:
+def apply(lm: LoadedModel, edits: Sequence[VectorEdit]) -> Iterator[None]:
     """Put ``edits`` into the prompt forwards the ``with`` body runs: plain forwards or ``model.generate``.
 
     Each vector goes where its edit says (block ``layer``'s input or output, prompt position, add or
@@ -284,7 +287,7 @@ def apply(lm: Any, edits: Sequence[VectorEdit]) -> Iterator[None]:
 
 
 @contextmanager
-def record_residual(lm: Any, layers: Sequence[int], *, site: Site = "block_input") -> Iterator[dict[int, Tensor]]:
+def record_residual(lm: LoadedModel, layers: Sequence[int], *, site: Site = "block_input") -> Iterator[dict[int, Tensor]]:
     """Capture the residual stream at ``site`` of ``layers``; yields ``{layer: (batch, seq, d_model)}`` filled
     by forwards.
 

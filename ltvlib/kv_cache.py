@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from .prompts import positions_from_mask
 from .sites import block, final_norm, text_model, unembedding
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 
 @dataclass
@@ -65,7 +68,7 @@ class KVPrefix:
 
 
 
-def _as_cache(lm: Any, prefix: KVPrefix) -> Any:
+def _as_cache(lm: LoadedModel, prefix: KVPrefix) -> Any:
     from transformers import DynamicCache
 
     # DynamicCache concatenates on update, so the stored prefix tensors are never modified.
@@ -73,7 +76,7 @@ def _as_cache(lm: Any, prefix: KVPrefix) -> Any:
 
 
 def forward_tokens(
-    lm: Any,
+    lm: LoadedModel,
     input_ids: Tensor,
     attention_mask: Tensor,
     *,
@@ -119,7 +122,7 @@ def forward_tokens(
 
 
 @torch.no_grad()
-def compute_prefix(lm: Any, input_ids: Tensor, attention_mask: Tensor, *, prefix: KVPrefix | None = None) -> KVPrefix:
+def compute_prefix(lm: LoadedModel, input_ids: Tensor, attention_mask: Tensor, *, prefix: KVPrefix | None = None) -> KVPrefix:
     """Keys/values of ``input_ids`` (after an optional earlier prefix), without gradients."""
     if input_ids.shape[1] == 0:
         if prefix is not None:
@@ -131,7 +134,7 @@ def compute_prefix(lm: Any, input_ids: Tensor, attention_mask: Tensor, *, prefix
 
 
 def forward_from_layer(
-    lm: Any,
+    lm: LoadedModel,
     hidden: Tensor,
     start: int,
     attention_mask: Tensor,

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -45,6 +45,9 @@ from .prompts import answer_ids, encode_prompts, sample_demos
 from .sites import check_layer
 from .stream_scale import site_stream_rms
 from .tasks import Example, Task, TaskSplits, get_task, load_splits
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 EARLY_STOPPING = ("auto", "accuracy", "balanced_accuracy")
 
@@ -315,7 +318,7 @@ def _grid_edits(params: Tensor, layers: Sequence[int], positions: Sequence[int])
 # The code path before the prompt store (LTV_PROMPT_STORE=0, see ltvlib.prompt_store): the last four runners
 # kept per model (:mod:`ltvlib.memo`), keyed by everything that defines them, each prompt's cache computed lazily
 # in the training batches. A runner that keeps blocks from ``first_layer`` on serves any later layer too.
-def _legacy_memo(lm: Any, key: tuple, first_layer: int, build: Any) -> Any:
+def _legacy_memo(lm: LoadedModel, key: tuple, first_layer: int, build: Any) -> Any:
     entry = memo(lm, "ltv.runners", key, lambda: (first_layer, build()), keep=4,
                  reuse=lambda e: e[0] <= first_layer)
     return entry[1]
@@ -335,7 +338,7 @@ class _TrainingPrompts:
 
 
 def _training_prompts(
-    lm: Any, task: Task, train: list[Example], shots: int, n_sets: int, tail: Tail, seed: int,
+    lm: LoadedModel, task: Task, train: list[Example], shots: int, n_sets: int, tail: Tail, seed: int,
     first_layer: int,
 ) -> _TrainingPrompts:
     def build(first: int) -> _TrainingPrompts:
@@ -365,7 +368,7 @@ def _training_prompts(
 
 
 def _validation_set(
-    lm: Any, task: Task, val: list[Example], train: list[Example], shots: int, n_sets: int, seed: int,
+    lm: LoadedModel, task: Task, val: list[Example], train: list[Example], shots: int, n_sets: int, seed: int,
     tail: Tail, first_layer: int,
 ) -> EvalSet:
     key = ("val", lm.name, model_serial(lm), task, tuple(val), shots, n_sets, seed if shots else None, tail)
@@ -401,7 +404,7 @@ class _BatchSampler:
 
 
 def train_ltv(
-    lm: Any,
+    lm: LoadedModel,
     task: Task | str,
     *,
     layers: Sequence[int] | None = None,
@@ -473,7 +476,7 @@ def train_ltv(
 
 
 def _train_ltv(
-    lm: Any, task: Task | str, *, layers: Sequence[int] | None, positions: Sequence[int], shots: int,
+    lm: LoadedModel, task: Task | str, *, layers: Sequence[int] | None, positions: Sequence[int], shots: int,
     recipe: str | TrainConfig, seed: int, splits: TaskSplits | None, n_train: int, n_val: int, progress: bool,
 ) -> LearnedTaskVector:
     """:func:`train_ltv` without the cache: one run, and the retries of a run that did not train."""
@@ -607,7 +610,7 @@ def validation_metric(config: TrainConfig, task: Task) -> str:
 
 
 def cached_ltv(
-    lm: Any,
+    lm: LoadedModel,
     task: Task | str,
     *,
     layers: Sequence[int] | None = None,

@@ -20,9 +20,12 @@ import itertools
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 __all__ = ["clear_memory", "entries", "memo", "model_serial"]
 
@@ -46,12 +49,12 @@ class _Store:
         return _Store, ()
 
 
-def _module(lm: Any) -> torch.nn.Module:
+def _module(lm: LoadedModel) -> torch.nn.Module:
     """The module a store hangs on: ``lm`` itself when it is a module, else ``lm.model`` (a loaded model)."""
     return lm if isinstance(lm, torch.nn.Module) else lm.model
 
 
-def _store(lm: Any) -> _Store:
+def _store(lm: LoadedModel) -> _Store:
     module = _module(lm)
     store = module.__dict__.get(_ATTRIBUTE)
     if store is None:
@@ -60,13 +63,13 @@ def _store(lm: Any) -> _Store:
     return store
 
 
-def entries(lm: Any, namespace: str) -> OrderedDict[Hashable, Any]:
+def entries(lm: LoadedModel, namespace: str) -> OrderedDict[Hashable, Any]:
     """The live entries of ``namespace`` in ``lm``'s store (created empty on first use)."""
     return _store(lm).namespaces.setdefault(namespace, OrderedDict())
 
 
 def memo(
-    lm: Any, namespace: str, key: Hashable, build: Callable[[], Any], keep: int | None = None, *,
+    lm: LoadedModel, namespace: str, key: Hashable, build: Callable[[], Any], keep: int | None = None, *,
     reuse: Callable[[Any], bool] | None = None,
 ) -> Any:
     """The value stored under ``key`` in ``namespace`` of ``lm``'s store, else ``build()``, stored there.
@@ -92,7 +95,7 @@ def memo(
     return value
 
 
-def model_serial(lm: Any) -> int:
+def model_serial(lm: LoadedModel) -> int:
     """A number naming ``lm``'s model for the life of the process, never given to another model (unlike
     ``id``): for keys of caches that outlive no model but are shared between models (the prompt store)."""
     return _store(lm).serial

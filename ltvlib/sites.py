@@ -35,10 +35,13 @@ groups) come from the config (:class:`HeadGeometry`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -178,67 +181,67 @@ def check_layer(layer: int, n_layers: int) -> int:
 # The modules of one layer (``lm`` is a :class:`ltvlib.models.LoadedModel`: ``lm.model`` and ``lm.table``)
 
 
-def text_model(lm: Any) -> nn.Module:
+def text_model(lm: LoadedModel) -> nn.Module:
     """The decoder stack (``*Model`` of a causal LM, the language model of a multimodal one)."""
     return get_module(lm.model, lm.table.text_model)
 
 
-def block(lm: Any, layer: int) -> nn.Module:
+def block(lm: LoadedModel, layer: int) -> nn.Module:
     """Decoder block ``layer`` (negative counts from the end); ``ValueError`` for a layer out of range."""
     blocks = get_module(lm.model, lm.table.layers)
     return blocks[check_layer(layer, len(blocks))]  # type: ignore[index]
 
 
-def _in_block(lm: Any, layer: int, path: str | None) -> nn.Module | None:
+def _in_block(lm: LoadedModel, layer: int, path: str | None) -> nn.Module | None:
     return None if path is None else get_module(block(lm, layer), path)
 
 
-def attention(lm: Any, layer: int) -> nn.Module:
+def attention(lm: LoadedModel, layer: int) -> nn.Module:
     """The attention module of block ``layer``."""
     return get_module(block(lm, layer), lm.table.attention)
 
 
-def attn_input_norm(lm: Any, layer: int) -> nn.Module:
+def attn_input_norm(lm: LoadedModel, layer: int) -> nn.Module:
     """The RMSNorm before block ``layer``'s attention (it reads the block input)."""
     return get_module(block(lm, layer), lm.table.attn_input_norm)
 
 
-def v_proj(lm: Any, layer: int) -> nn.Module:
+def v_proj(lm: LoadedModel, layer: int) -> nn.Module:
     """The value projection of block ``layer``: ``(n_kv_heads * head_dim, d_model)`` weight."""
     return get_module(block(lm, layer), lm.table.v_proj)
 
 
-def o_proj(lm: Any, layer: int) -> nn.Module:
+def o_proj(lm: LoadedModel, layer: int) -> nn.Module:
     """The attention output projection of block ``layer``: ``(d_model, n_heads * head_dim)`` weight."""
     return get_module(block(lm, layer), lm.table.o_proj)
 
 
-def attn_output_norm(lm: Any, layer: int) -> nn.Module | None:
+def attn_output_norm(lm: LoadedModel, layer: int) -> nn.Module | None:
     """The RMSNorm between ``o_proj`` and the residual stream (Gemma 2/3), or None where there is none."""
     return _in_block(lm, layer, lm.table.attn_output_norm)
 
 
-def mlp_input_norm(lm: Any, layer: int) -> nn.Module:
+def mlp_input_norm(lm: LoadedModel, layer: int) -> nn.Module:
     """The RMSNorm before block ``layer``'s MLP (Llama's ``post_attention_layernorm``)."""
     return get_module(block(lm, layer), lm.table.mlp_input_norm)
 
 
-def mlp(lm: Any, layer: int) -> nn.Module:
+def mlp(lm: LoadedModel, layer: int) -> nn.Module:
     """The MLP of block ``layer``."""
     return get_module(block(lm, layer), lm.table.mlp)
 
 
-def mlp_output_norm(lm: Any, layer: int) -> nn.Module | None:
+def mlp_output_norm(lm: LoadedModel, layer: int) -> nn.Module | None:
     """The RMSNorm between the MLP and the residual stream (Gemma 2/3), or None where there is none."""
     return _in_block(lm, layer, lm.table.mlp_output_norm)
 
 
-def final_norm(lm: Any) -> nn.Module:
+def final_norm(lm: LoadedModel) -> nn.Module:
     """The final RMSNorm module (the one before the unembedding)."""
     return get_module(lm.model, lm.table.final_norm)
 
 
-def unembedding(lm: Any) -> nn.Module:
+def unembedding(lm: LoadedModel) -> nn.Module:
     """The unembedding (``lm_head``)."""
     return get_module(lm.model, lm.table.unembed)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,6 +26,9 @@ from .cache import cached_json
 from .inject import record_residual, resolve_positions
 from .prompts import encode_prompts, pad_left
 from .tasks import Example, Task
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 RMS_PROMPTS = 32
 """Training prompts the stream RMS is measured on (the RMS varies by a few percent between prompts)."""
@@ -52,7 +55,7 @@ def _prompts_fingerprint(rows: Sequence[Sequence[int]]) -> str:
 
 @torch.no_grad()
 def site_stream_rms(
-    lm: Any, task: Task, train: Sequence[Example], layers: Sequence[int], positions: Sequence[int],
+    lm: LoadedModel, task: Task, train: Sequence[Example], layers: Sequence[int], positions: Sequence[int],
     *, n: int = RMS_PROMPTS,
 ) -> tuple[float, ...]:
     """RMS per coordinate of the residual stream at each (layer, position) site, layer-major.

@@ -159,7 +159,7 @@ def test_multi_site_function_vector_adds_the_same_vector_everywhere(llama):
 def test_a_non_final_position_setting_end_to_end(llama, cache, monkeypatch):
     run = run_sizes(get_profile("smoke"))
     setting = next(s for s in table1_settings(llama.n_layers, layer_steps=(2,)) if s.name == "position4")
-    import ltvlib.study.flexibility as flexibility
+    from ltvlib.study import flexibility
 
     tails = []
     real_evalset = flexibility.EvalSet

@@ -28,7 +28,7 @@ import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import Tensor
@@ -42,6 +42,9 @@ from ..prompts import answer_ids, encode_prompts, pad_left
 from ..sites import attention, check_layer
 from ..stats import wilson_interval
 from ..tasks import Example, Task, get_task
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 AblationMode = Literal["zero", "mean"]
 Head = tuple[int, int]
@@ -89,7 +92,7 @@ class LastTokenRunner:
         ValueError: no examples, or a prompt of a single token (it has no prefix).
     """
 
-    def __init__(self, lm: Any, task: Task | str, examples: Sequence[Example], *, batch_size: int = 64) -> None:
+    def __init__(self, lm: LoadedModel, task: Task | str, examples: Sequence[Example], *, batch_size: int = 64) -> None:
         self.lm = lm
         self.task = get_task(task) if isinstance(task, str) else task
         self.examples = list(examples)
@@ -125,7 +128,7 @@ class LastTokenRunner:
         return logits[:, -1]
 
 
-def last_token_runner(lm: Any, task: str, examples: Sequence[Example]) -> LastTokenRunner:
+def last_token_runner(lm: LoadedModel, task: str, examples: Sequence[Example]) -> LastTokenRunner:
     """A :class:`LastTokenRunner`, kept in the model's memo (:mod:`ltvlib.memo`) for its last four (task,
     examples)."""
     return memo(lm, "key_heads.runners", (task, tuple(examples)), lambda: LastTokenRunner(lm, task, examples), keep=4)
@@ -136,7 +139,7 @@ def last_token_runner(lm: Any, task: str, examples: Sequence[Example]) -> LastTo
 # --------------------------------------------------------------------------------------------------------
 
 
-def check_heads(lm: Any, heads: Sequence[Head]) -> list[Head]:
+def check_heads(lm: LoadedModel, heads: Sequence[Head]) -> list[Head]:
     """Validate a head set: non-empty, each ``(layer, head)`` in range, no duplicates.
 
     Returns:
@@ -178,7 +181,7 @@ def top_heads(saliency: Tensor, fraction: float = 0.1, *, min_layer: int = 0) ->
     return [(min_layer + i // n_heads, i % n_heads) for i in order]
 
 
-def random_heads(lm: Any, n: int, seed: int, *, exclude: Sequence[Head] = (), min_layer: int = 0) -> list[Head]:
+def random_heads(lm: LoadedModel, n: int, seed: int, *, exclude: Sequence[Head] = (), min_layer: int = 0) -> list[Head]:
     """``n`` heads drawn uniformly without replacement (seeded) from the heads of layers ``>= min_layer`` that
     are not in ``exclude``."""
     geo = lm.geometry
@@ -306,7 +309,7 @@ def u_shape_test(heads: Sequence[Head], layer: int, n_layers: int, n_heads: int)
 
 @contextmanager
 def ablate_heads(
-    lm: Any,
+    lm: LoadedModel,
     heads: Sequence[Head],
     *,
     attention_mask: Tensor,
@@ -352,7 +355,7 @@ def ablate_heads(
 
 
 @torch.no_grad()
-def mean_head_outputs(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> Tensor:
+def mean_head_outputs(lm: LoadedModel, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> Tensor:
     """Mean output of every head at the last position over the runner's queries, ``edits`` injected.
 
     Returns:
@@ -370,7 +373,7 @@ def mean_head_outputs(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEd
 
 @torch.no_grad()
 def head_accuracy(
-    lm: Any,
+    lm: LoadedModel,
     runner: LastTokenRunner,
     edits: Sequence[VectorEdit] = (),
     *,
@@ -408,7 +411,7 @@ def head_accuracy(
             "label_correct": label_correct if labels is not None else None}
 
 
-def label_first_tokens(lm: Any, task: Task) -> list[int] | None:
+def label_first_tokens(lm: LoadedModel, task: Task) -> list[int] | None:
     """First tokens of a classification task's label words (in label order), None for open-vocabulary tasks.
 
     Raises:
@@ -428,7 +431,7 @@ def label_first_tokens(lm: Any, task: Task) -> list[int] | None:
 
 
 @contextmanager
-def _probe_last_column(lm: Any, probes: dict[int, Tensor]) -> Iterator[dict[int, Tensor]]:
+def _probe_last_column(lm: LoadedModel, probes: dict[int, Tensor]) -> Iterator[dict[int, Tensor]]:
     """Add ``probes[layer]`` (``(batch, n_heads * head_dim)``, zeros that require grad) to the ``o_proj`` input
     at the last column of the forward, and capture that input (detached); hooks removed and checked."""
     captured: dict[int, Tensor] = {}
@@ -447,7 +450,7 @@ def _probe_last_column(lm: Any, probes: dict[int, Tensor]) -> Iterator[dict[int,
         yield captured
 
 
-def head_saliency(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> Tensor:
+def head_saliency(lm: LoadedModel, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> Tensor:
     """Gradient-times-activation saliency of every head at the last position, ``edits`` injected.
 
     ``S(l, h) = mean over queries of |a_{l,h} . dp(gold)/da_{l,h}|`` where ``a_{l,h}`` is head ``h``'s slice of
@@ -483,7 +486,7 @@ def head_saliency(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] 
 
 
 @contextmanager
-def eager_attention(lm: Any) -> Iterator[None]:
+def eager_attention(lm: LoadedModel) -> Iterator[None]:
     """Switch the model to eager attention (which returns attention probabilities) for the ``with`` body."""
     before = lm.model.config._attn_implementation
     lm.model.set_attn_implementation("eager")
@@ -509,7 +512,7 @@ class AttentionStats:
 
 
 @torch.no_grad()
-def attention_stats(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> AttentionStats:
+def attention_stats(lm: LoadedModel, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> AttentionStats:
     """Where the last position's attention goes, per head, with ``edits`` injected.
 
     Runs with eager attention (the probabilities are the second output of each attention module). The first

@@ -43,7 +43,7 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -55,12 +55,15 @@ from ..prompts import answer_ids, encode_prompts, pad_left
 from ..sites import check_layer, final_norm, norm_gain, unembedding
 from ..tasks import Example, Task, get_task
 
+if TYPE_CHECKING:
+    from ..models import LoadedModel
+
 # ---------------------------------------------------------------------------------------------------------
 # The final norm: record its input, add a vector to it, read a vector through it (logit lens)
 
 
 @contextmanager
-def record_final_norm_input(lm: Any) -> Iterator[list[Tensor]]:
+def record_final_norm_input(lm: LoadedModel) -> Iterator[list[Tensor]]:
     """Capture the residual stream entering the final norm.
 
     Yields a list that each forward inside the ``with`` appends one ``(batch, seq, d_model)`` tensor to
@@ -77,7 +80,7 @@ def record_final_norm_input(lm: Any) -> Iterator[list[Tensor]]:
 
 
 @contextmanager
-def add_before_final_norm(lm: Any, vector: Tensor) -> Iterator[None]:
+def add_before_final_norm(lm: LoadedModel, vector: Tensor) -> Iterator[None]:
     """Add ``vector`` to the residual stream entering the final norm, at the last column of each forward.
 
     Site: the input of the final RMSNorm (``= block_output`` of the last block), the state the shifts of
@@ -108,7 +111,7 @@ def add_before_final_norm(lm: Any, vector: Tensor) -> Iterator[None]:
 
 
 @torch.no_grad()
-def lens_logits(lm: Any, states: Tensor) -> Tensor:
+def lens_logits(lm: LoadedModel, states: Tensor) -> Tensor:
     """Logits of residual-stream vectors read as final-norm inputs: ``unembed(final_norm(states))``.
 
     ``states`` is ``(..., d_model)``; returns ``(..., vocab)`` in float32, soft-capped like the model's own
@@ -122,7 +125,7 @@ def lens_logits(lm: Any, states: Tensor) -> Tensor:
     return logits
 
 
-def logit_lens(lm: Any, vector: Tensor, k: int = 10) -> list[str]:
+def logit_lens(lm: LoadedModel, vector: Tensor, k: int = 10) -> list[str]:
     """The ``k`` top tokens (decoded) of ``vector`` (``(d_model,)``) read through the final norm and unembedding."""
     if vector.dim() != 1 or vector.shape[0] != lm.d_model:
         raise ValueError(f"vector of shape {tuple(vector.shape)}: expected ({lm.d_model},)")
@@ -130,7 +133,7 @@ def logit_lens(lm: Any, vector: Tensor, k: int = 10) -> list[str]:
     return [lm.tokenizer.decode([t]) for t in top]
 
 
-def label_token_ids(lm: Any, task: Task | str, examples: Sequence[Example]) -> list[int]:
+def label_token_ids(lm: LoadedModel, task: Task | str, examples: Sequence[Example]) -> list[int]:
     """The task's label tokens: first tokens of the label words (classification) or, for generation tasks,
     the distinct first tokens of the gold answers of ``examples`` (in order of first appearance)."""
     task = get_task(task) if isinstance(task, str) else task
@@ -138,7 +141,7 @@ def label_token_ids(lm: Any, task: Task | str, examples: Sequence[Example]) -> l
     return list(dict.fromkeys(ids[0] for ids in answer_ids(lm.tokenizer, task, words)))
 
 
-def effective_unembedding(lm: Any, token_ids: Sequence[int]) -> Tensor:
+def effective_unembedding(lm: LoadedModel, token_ids: Sequence[int]) -> Tensor:
     """``(len(token_ids), d_model)`` rows ``u_t * g``: what a final-norm input is dotted with to give token
     ``t``'s logit (``g`` = the final norm's elementwise gain), up to the norm's common ``1/rms`` factor."""
     unembed = unembedding(lm).weight.detach()
@@ -146,7 +149,7 @@ def effective_unembedding(lm: Any, token_ids: Sequence[int]) -> Tensor:
     return unembed[list(token_ids)].float() * gain.float()
 
 
-def task_alignment(lm: Any, vectors: Tensor, token_ids: Sequence[int]) -> Tensor:
+def task_alignment(lm: LoadedModel, vectors: Tensor, token_ids: Sequence[int]) -> Tensor:
     """``|P v| / |v|`` for each row ``v`` of ``vectors`` (``(n, d)`` or ``(d,)``), ``P`` the orthogonal
     projection onto the span of the label tokens' effective unembeddings (:func:`effective_unembedding`).
 
@@ -157,12 +160,12 @@ def task_alignment(lm: Any, vectors: Tensor, token_ids: Sequence[int]) -> Tensor
     return proj.norm(dim=-1) / v.norm(dim=-1).clamp_min(1e-30)
 
 
-def alignment_baseline(lm: Any, token_ids: Sequence[int]) -> float:
+def alignment_baseline(lm: LoadedModel, token_ids: Sequence[int]) -> float:
     """Expected-square-root alignment of a random direction: ``sqrt(rank / d_model)``."""
     return math.sqrt(_label_basis(lm, token_ids).shape[0] / lm.d_model)
 
 
-def _label_basis(lm: Any, token_ids: Sequence[int]) -> Tensor:
+def _label_basis(lm: LoadedModel, token_ids: Sequence[int]) -> Tensor:
     if not token_ids:
         raise ValueError("task alignment needs at least one label token")
     rows = effective_unembedding(lm, token_ids)
@@ -172,7 +175,7 @@ def _label_basis(lm: Any, token_ids: Sequence[int]) -> Tensor:
 
 
 @torch.no_grad()
-def logit_difference(lm: Any, states: Tensor, gold: Sequence[int], labels: Sequence[int]) -> float:
+def logit_difference(lm: LoadedModel, states: Tensor, gold: Sequence[int], labels: Sequence[int]) -> float:
     """Mean over queries of ``logit(gold) - mean(logits of the other labels)`` from final-norm inputs.
 
     Args:
@@ -194,7 +197,7 @@ def logit_difference(lm: Any, states: Tensor, gold: Sequence[int], labels: Seque
 
 
 @torch.no_grad()
-def lens_accuracy(lm: Any, states: Tensor, gold: Sequence[int]) -> float:
+def lens_accuracy(lm: LoadedModel, states: Tensor, gold: Sequence[int]) -> float:
     """First-token accuracy (argmax over the whole vocabulary) of final-norm inputs ``(n, d_model)``."""
     pred = lens_logits(lm, states).argmax(-1).cpu()
     return float((pred == torch.tensor(list(gold))).float().mean())
@@ -224,7 +227,7 @@ class ShiftProbe:
     """
 
     def __init__(
-        self, lm: Any, task: Task | str, queries: Sequence[Example], *, max_batch: int = 256,
+        self, lm: LoadedModel, task: Task | str, queries: Sequence[Example], *, max_batch: int = 256,
         max_batch_bytes: int = 256 * 2**20,
     ) -> None:
         self.lm = lm
@@ -492,7 +495,7 @@ def additivity(
 
 
 @torch.no_grad()
-def lens_proportions(lm: Any, states: Tensor, gold: Sequence[int], labels: Sequence[int] | None = None) -> dict[str, Any]:
+def lens_proportions(lm: LoadedModel, states: Tensor, gold: Sequence[int], labels: Sequence[int] | None = None) -> dict[str, Any]:
     """Accuracy of final-norm inputs ``(n, d_model)`` with its ``n`` and Wilson interval.
 
     Returns:

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -75,14 +75,17 @@ from ..stats import Proportion
 from .controls import summarise_control
 from .key_heads import LastTokenRunner, head_accuracy
 
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
-def _value_weight(lm: Any, layer: int) -> Tensor:
+
+def _value_weight(lm: LoadedModel, layer: int) -> Tensor:
     """``W_V`` of ``layer`` with the pre-attention gain folded in: ``(n_kv_heads * head_dim, d_model)``."""
     w_v = v_proj(lm, layer).weight.detach()
     return w_v * norm_gain(attn_input_norm(lm, layer), lm.table).to(w_v.dtype)[None, :]
 
 
-def ov_matrix(lm: Any, layer: int, head: int) -> Tensor:
+def ov_matrix(lm: LoadedModel, layer: int, head: int) -> Tensor:
     """``OV_{l,h} = W_O,h W_V,g diag(gamma)``, ``(d_model, d_model)``, weights only (see the module docstring).
 
     Maps a vector added to the stream entering block ``layer`` (before its attention norm, without the
@@ -98,7 +101,7 @@ def ov_matrix(lm: Any, layer: int, head: int) -> Tensor:
     return w_o @ w_v
 
 
-def ov_outputs(lm: Any, layer: int, vector: Tensor) -> Tensor:
+def ov_outputs(lm: LoadedModel, layer: int, vector: Tensor) -> Tensor:
     """``OV_{l,h} vector`` for every query head ``h`` of ``layer``, without forming the matrices.
 
     Args:
@@ -135,7 +138,7 @@ class NormScales:
 
 
 @torch.no_grad()
-def measure_norm_scales(lm: Any, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> NormScales:
+def measure_norm_scales(lm: LoadedModel, runner: LastTokenRunner, edits: Sequence[VectorEdit] = ()) -> NormScales:
     """Mean ``1 / rms`` of the inputs of every block's attention norm (and Gemma's attention-output norm) at
     the last prompt position, with ``edits`` injected; hooks are removed and checked."""
     n_layers = lm.n_layers
@@ -167,7 +170,7 @@ def measure_norm_scales(lm: Any, runner: LastTokenRunner, edits: Sequence[Vector
 
 
 def ov_reconstruction(
-    lm: Any, vector: Tensor, layer: int, *, scales: NormScales | None = None, head_weights: Tensor | None = None,
+    lm: LoadedModel, vector: Tensor, layer: int, *, scales: NormScales | None = None, head_weights: Tensor | None = None,
 ) -> Tensor:
     """``theta_OV``: the sum over blocks ``layer..L-1`` and their heads of ``w_{l',h} OV_{l',h} theta``.
 
@@ -204,7 +207,7 @@ def ov_reconstruction(
     return total.to(vector.dtype)
 
 
-def mlp_response(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int,
+def mlp_response(lm: LoadedModel, runner: LastTokenRunner, vector: Tensor, layer: int,
                  edits: Sequence[VectorEdit] = ()) -> Tensor:
     """The MLP control: ``sum over l' >= layer of mean_q J_{l'}(x_q) vector`` (see the module docstring).
 
@@ -262,7 +265,7 @@ OV_VARIANTS: dict[str, str] = {
 CONTROL_VARIANTS = ("paper", "rescaled (ours)")
 
 
-def paper_ov(lm: Any, vector: Tensor, layer: int, *, variant: str = "paper") -> Tensor:
+def paper_ov(lm: LoadedModel, vector: Tensor, layer: int, *, variant: str = "paper") -> Tensor:
     """``theta_OV`` of ``vector`` in the paper's form (bare weights, every head weight 1), or with
     ``variant="rescaled (ours)"`` the same direction at ``vector``'s norm. ``(d_model,)``, to be injected in
     place of ``vector`` (block input of ``layer``, last position, added)."""
@@ -283,7 +286,7 @@ def proportion_record(correct: Sequence[bool]) -> dict[str, Any]:
     return {"successes": p.successes, "n": p.n, "value": p.value, "low": lo, "high": hi, "correct": flags}
 
 
-def injected_accuracy(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: int) -> dict[str, Any]:
+def injected_accuracy(lm: LoadedModel, runner: LastTokenRunner, vector: Tensor, layer: int) -> dict[str, Any]:
     """Accuracy of ``runner``'s queries with ``vector`` added at the input of block ``layer``, last position.
 
     Returns:
@@ -298,7 +301,7 @@ def injected_accuracy(lm: Any, runner: LastTokenRunner, vector: Tensor, layer: i
 
 
 def ov_control(
-    lm: Any, runner: LastTokenRunner, theta: Tensor, layer: int, draws: Tensor, *, variant: str = "paper",
+    lm: LoadedModel, runner: LastTokenRunner, theta: Tensor, layer: int, draws: Tensor, *, variant: str = "paper",
 ) -> dict[str, Any]:
     """``theta_OV`` of the LTV and of random vectors through the same reconstruction and evaluation.
 

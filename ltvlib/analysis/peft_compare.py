@@ -67,7 +67,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -79,6 +79,9 @@ from ..ltv_record import LTVRecord
 from ..prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, pad_right, positions_from_mask
 from ..sites import check_layer
 from ..tasks import Task, TaskSplits, load_splits
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 KINDS = ("ltv", "prompt_tuning", "prefix_tuning", "lora")
 BUDGETS = ("equal", "usual", "default")
@@ -134,7 +137,7 @@ PREFIX_LR = 3e-2
 LORA_LR = 1e-2
 
 
-def equal_budget_methods(lm: Any, *, ltv_lr: float = LTV_LR) -> list[Method]:
+def equal_budget_methods(lm: LoadedModel, *, ltv_lr: float = LTV_LR) -> list[Method]:
     """The paper's budgets: LTV (d), 1 virtual token of prompt tuning (d) and of prefix tuning
     (2 L H_kv h), rank-1 LoRA on ``o_proj`` of the middle layer (``H h + d``, = 2d on SmolLM2).
     ``ltv_lr``: the LTV's learning rate (default the fast recipe's, absolute; the race passes its schedule's)."""
@@ -147,7 +150,7 @@ def equal_budget_methods(lm: Any, *, ltv_lr: float = LTV_LR) -> list[Method]:
     ]
 
 
-def usual_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
+def usual_methods(lm: LoadedModel, *, prompt_tuning: bool = True) -> list[Method]:
     """Customary settings: LoRA rank 8 (alpha 16) on q/k/v/o of every layer, prefix tuning with 10 virtual
     tokens, prompt tuning with 10 virtual tokens (optional: it lengthens every prompt by 10 tokens)."""
     methods = [
@@ -159,7 +162,7 @@ def usual_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
     return methods
 
 
-def default_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
+def default_methods(lm: LoadedModel, *, prompt_tuning: bool = True) -> list[Method]:
     """Each adapter's commonly used default, to sit beside its equal-budget version: ``peft``'s
     ``LoraConfig`` defaults (rank 8, ``lora_alpha`` 8, dropout off here) on ``q_proj`` and ``v_proj`` of every
     layer (``peft``'s default targets for Llama-style models), and 20 virtual tokens of prefix and prompt
@@ -173,19 +176,19 @@ def default_methods(lm: Any, *, prompt_tuning: bool = True) -> list[Method]:
     return methods
 
 
-def race_methods(lm: Any, *, prompt_tuning: bool = True, ltv_lr: float = LTV_LR) -> list[Method]:
+def race_methods(lm: LoadedModel, *, prompt_tuning: bool = True, ltv_lr: float = LTV_LR) -> list[Method]:
     """The fair race's field: every equal-budget method, then each adapter's default setting."""
     return equal_budget_methods(lm, ltv_lr=ltv_lr) + default_methods(lm, prompt_tuning=prompt_tuning)
 
 
-def parameter_units(lm: Any, method: Method) -> str:
+def parameter_units(lm: LoadedModel, method: Method) -> str:
     """The exact trainable-parameter count in units of ``d`` (``"1d"``, ``"2d"``, ``"20d"``; two decimals when
     not a whole multiple, e.g. rank-1 LoRA on ``o_proj`` of a model whose ``H h`` differs from ``d``)."""
     n, d = parameter_formula(lm, method)[0], lm.d_model
     return f"{n // d}d" if n % d == 0 else f"{n / d:.2f}d"
 
 
-def projection_shape(lm: Any, target: str) -> tuple[int, int]:
+def projection_shape(lm: LoadedModel, target: str) -> tuple[int, int]:
     """``(d_in, d_out)`` of an attention projection from the model's head geometry."""
     g, d = lm.geometry, lm.d_model
     q, kv = g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
@@ -195,7 +198,7 @@ def projection_shape(lm: Any, target: str) -> tuple[int, int]:
     return shapes[target]
 
 
-def parameter_formula(lm: Any, method: Method) -> tuple[int, str]:
+def parameter_formula(lm: LoadedModel, method: Method) -> tuple[int, str]:
     """The trainable-parameter count a method should have, and the formula as text.
 
     ``ltv``: d; ``prompt_tuning``: n d; ``prefix_tuning``: n 2 L H_kv h; ``lora``: sum over adapted layers and
@@ -368,7 +371,7 @@ class LTVTrainee(Trainee):
     ``(d,)`` added to the residual stream entering block ``layer`` at the last prompt position. Initialised
     like ``train_ltv``: ``U(-init_range, init_range)`` from ``torch.Generator().manual_seed(seed)``."""
 
-    def __init__(self, lm: Any, layer: int, init_range: float, seed: int) -> None:
+    def __init__(self, lm: LoadedModel, layer: int, init_range: float, seed: int) -> None:
         self.lm, self.layer = lm, check_layer(layer, lm.n_layers)
         gen = torch.Generator().manual_seed(seed)
         vector = (torch.rand(1, lm.d_model, generator=gen) * 2 - 1) * init_range
@@ -389,7 +392,7 @@ class LTVTrainee(Trainee):
 class PeftTrainee(Trainee):
     """A ``peft`` adapter on a private copy of the model (the shared model is never modified)."""
 
-    def __init__(self, lm: Any, method: Method, seed: int, *, copy_model: bool = True) -> None:
+    def __init__(self, lm: LoadedModel, method: Method, seed: int, *, copy_model: bool = True) -> None:
         from peft import LoraConfig, PrefixTuningConfig, PromptTuningConfig, PromptTuningInit, TaskType, get_peft_model
 
         self.lm, self.method = lm, method
@@ -473,7 +476,7 @@ class PeftTrainee(Trainee):
         self.params = []
 
 
-def make_trainee(lm: Any, method: Method, *, init_range: float, seed: int, copy_model: bool = True) -> Trainee:
+def make_trainee(lm: LoadedModel, method: Method, *, init_range: float, seed: int, copy_model: bool = True) -> Trainee:
     """The trainee for ``method`` (LTV: initialised like ``train_ltv``; peft: seeded with ``seed``, on a copy of
     the model unless ``copy_model`` is False, in which case a LoRA adapter modifies ``lm.model`` for good)."""
     if method.kind == "ltv":
@@ -499,7 +502,7 @@ class Prepared:
     label_first: list[int] | None
 
 
-def prepare(lm: Any, splits: TaskSplits) -> Prepared:
+def prepare(lm: LoadedModel, splits: TaskSplits) -> Prepared:
     task = splits.task
     tok = lm.tokenizer
     first = lambda ex: [a[0] for a in answer_ids(tok, task, [e.output for e in ex])]
@@ -539,7 +542,7 @@ def _sync(device: torch.device) -> None:
 
 
 def train_and_measure(
-    lm: Any, prepared: Prepared, method: Method, schedule: TrainConfig, *, seed: int = 0, eval_batch: int = 64,
+    lm: LoadedModel, prepared: Prepared, method: Method, schedule: TrainConfig, *, seed: int = 0, eval_batch: int = 64,
     progress: Callable[[str], None] | None = None, rule: StoppingRule | None = None,
 ) -> dict[str, Any]:
     """Train ``method`` on the schedule's batches under the shared early-stopping rule, then evaluate it on
@@ -690,7 +693,7 @@ def _reset_peak_rss() -> None:
         f.write("5")
 
 
-def measure_memory_here(lm: Any, prepared: Prepared, method: Method, schedule: TrainConfig, *, seed: int = 0,
+def measure_memory_here(lm: LoadedModel, prepared: Prepared, method: Method, schedule: TrainConfig, *, seed: int = 0,
                         eval_batch: int = 64) -> dict[str, float]:
     """Peak resident memory (MiB) of one inference batch of test prompts, then of two training steps on
     the schedule's first two batches, in *this* process (run it in a fresh one: :func:`measure_memory`).
@@ -857,11 +860,14 @@ def race_curve(runs: Sequence[dict[str, Any]], n_val: int) -> list[dict[str, flo
         points = [r["curve"][k] for r in runs if len(r["curve"]) > k]
         hits = round(sum(p["val_accuracy"] * n_val for p in points))
         lo, hi = wilson_interval(hits, n_val * len(points))
-        mean = lambda key: sum(p[key] for p in points) / len(points)  # noqa: E731
-        out.append({"samples": mean("samples"), "wall_seconds": mean("wall_seconds"),
-                    "train_seconds": mean("train_seconds"), "val_accuracy": mean("val_accuracy"),
+        out.append({"samples": _mean(points, "samples"), "wall_seconds": _mean(points, "wall_seconds"),
+                    "train_seconds": _mean(points, "train_seconds"), "val_accuracy": _mean(points, "val_accuracy"),
                     "low": lo, "high": hi, "seeds": len(points)})
     return out
+
+
+def _mean(points: Sequence[dict[str, Any]], key: str) -> float:
+    return sum(p[key] for p in points) / len(points)
 
 
 def main(argv: Sequence[str]) -> None:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import Tensor
@@ -46,6 +46,9 @@ from ..kv_cache import KVPrefix, compute_prefix, forward_tokens
 from ..prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, sample_demos
 from ..sites import check_layer
 from ..tasks import Example, Task, get_task
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 IEMethod = Literal["cached", "full"]
 
@@ -156,7 +159,7 @@ def _chunks(lengths: Sequence[int], max_tokens: int, max_rows: int = 64) -> list
     return groups
 
 
-def clean_prompts(lm: Any, task: Task, pool: Sequence[Example], *, shots: int, n: int, seed: int) -> EncodedPrompts:
+def clean_prompts(lm: LoadedModel, task: Task, pool: Sequence[Example], *, shots: int, n: int, seed: int) -> EncodedPrompts:
     """``n`` clean ``shots``-shot prompts: a query from ``pool`` and demonstrations from the rest of it."""
     rng = random.Random(f"fv-clean-{seed}")
     queries = [rng.choice(pool) for _ in range(n)]
@@ -165,7 +168,7 @@ def clean_prompts(lm: Any, task: Task, pool: Sequence[Example], *, shots: int, n
 
 
 def corrupted_prompts(
-    lm: Any, task: Task, pool: Sequence[Example], *, shots: int, n: int, seed: int
+    lm: LoadedModel, task: Task, pool: Sequence[Example], *, shots: int, n: int, seed: int
 ) -> tuple[EncodedPrompts, list[int]]:
     """``n`` prompts whose demonstration labels are shuffled among the demonstrations, and the gold first
     token of each query's true answer."""
@@ -197,7 +200,7 @@ class HeadMeans:
 
 
 @torch.no_grad()
-def head_means(lm: Any, prompts: EncodedPrompts, *, max_tokens: int = 4096) -> HeadMeans:
+def head_means(lm: LoadedModel, prompts: EncodedPrompts, *, max_tokens: int = 4096) -> HeadMeans:
     """Mean over prompts of every head's output and write at the last token (one forward per chunk)."""
     rows = prompts.full_rows()
     geo = lm.geometry
@@ -213,12 +216,12 @@ def head_means(lm: Any, prompts: EncodedPrompts, *, max_tokens: int = 4096) -> H
     return HeadMeans(outputs=(outputs / len(rows)).float(), writes=(writes / len(rows)).float())
 
 
-def mean_head_outputs(lm: Any, prompts: EncodedPrompts, *, max_tokens: int = 4096) -> Tensor:
+def mean_head_outputs(lm: LoadedModel, prompts: EncodedPrompts, *, max_tokens: int = 4096) -> Tensor:
     """Mean over prompts of every head's output at the last token: ``(n_layers, n_heads, head_dim)``."""
     return head_means(lm, prompts, max_tokens=max_tokens).outputs
 
 
-def _prefixes(lm: Any, rows: Sequence[Sequence[int]], max_tokens: int) -> Iterator[tuple[int, KVPrefix]]:
+def _prefixes(lm: LoadedModel, rows: Sequence[Sequence[int]], max_tokens: int) -> Iterator[tuple[int, KVPrefix]]:
     """Per prompt, the unpadded keys/values of all its tokens but the last (batch 1 each), computed a chunk
     of prompts at a time so that only one chunk is held in memory."""
     for group in _chunks([len(r) - 1 for r in rows], max_tokens):
@@ -239,7 +242,7 @@ def _gold_prob(logits: Tensor, gold: int) -> Tensor:
 
 @torch.no_grad()
 def indirect_effects(
-    lm: Any,
+    lm: LoadedModel,
     prompts: EncodedPrompts,
     gold: Sequence[int],
     means: Tensor,
@@ -315,7 +318,7 @@ def top_heads(indirect_effect: Tensor, k: int) -> tuple[tuple[int, int], ...]:
     return tuple((i // n_heads, i % n_heads) for i in order)
 
 
-def build_function_vector(lm: Any, writes: Tensor, heads: Sequence[tuple[int, int]]) -> Tensor:
+def build_function_vector(lm: LoadedModel, writes: Tensor, heads: Sequence[tuple[int, int]]) -> Tensor:
     """``sum over (l, h) in heads of writes[l, h]``: a ``(d_model,)`` float32 vector on the model's device.
 
     Args:
@@ -341,7 +344,7 @@ def build_function_vector(lm: Any, writes: Tensor, heads: Sequence[tuple[int, in
 
 
 def extract_function_vector(
-    lm: Any,
+    lm: LoadedModel,
     task: Task | str,
     pool: Sequence[Example],
     config: FunctionVectorConfig = FunctionVectorConfig(),

@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import Tensor
@@ -42,6 +42,9 @@ from ..kv_cache import forward_tokens
 from ..prompts import EncodedPrompts, encode_prompts, pad_left
 from ..sites import check_layer
 from ..tasks import Example, Task, get_task
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 Template = Literal["hendel", "task"]
 Form = Literal["replace", "difference"]
@@ -158,7 +161,7 @@ class VanillaTaskVector:
 
 
 @torch.no_grad()
-def last_token_states(lm: Any, prompts: EncodedPrompts, *, max_tokens: int = 4096) -> Tensor:
+def last_token_states(lm: LoadedModel, prompts: EncodedPrompts, *, max_tokens: int = 4096) -> Tensor:
     """Last-token states leaving every block, per prompt: ``(n_prompts, n_layers, d_model)``."""
     rows = prompts.full_rows()
     layers = list(range(lm.n_layers))
@@ -175,7 +178,7 @@ def last_token_states(lm: Any, prompts: EncodedPrompts, *, max_tokens: int = 409
 
 
 def icl_and_zero_shot_prompts(
-    lm: Any, task: Task, pool: Sequence[Example], config: VanillaTVConfig
+    lm: LoadedModel, task: Task, pool: Sequence[Example], config: VanillaTVConfig
 ) -> tuple[EncodedPrompts, EncodedPrompts]:
     """The ``n_contexts * n_dummy`` ICL prompts and the dummy queries' zero-shot prompts."""
     need = config.shots + config.n_dummy
@@ -195,7 +198,7 @@ def icl_and_zero_shot_prompts(
 
 
 def extract_vanilla_tv(
-    lm: Any, task: Task | str, pool: Sequence[Example], config: VanillaTVConfig = VanillaTVConfig()
+    lm: LoadedModel, task: Task | str, pool: Sequence[Example], config: VanillaTVConfig = VanillaTVConfig()
 ) -> VanillaTaskVector:
     """Extract the vanilla task vector of ``task`` at every layer from demonstrations drawn from ``pool``.
 
@@ -213,7 +216,7 @@ def extract_vanilla_tv(
     )
 
 
-def zero_shot_evalset(lm: Any, tv: VanillaTaskVector, examples: Sequence[Example]) -> EvalSet:
+def zero_shot_evalset(lm: LoadedModel, tv: VanillaTaskVector, examples: Sequence[Example]) -> EvalSet:
     """Zero-shot prompts (in the vector's template) over ``examples``, prefixes cached for a layer sweep."""
     return EvalSet(lm, vanilla_task(tv.task, tv.config.template), examples, tail=1)
 
@@ -228,7 +231,7 @@ def layer_accuracies(
 
 
 def select_layer(
-    lm: Any, tv: VanillaTaskVector, dev: Sequence[Example], *, layers: Sequence[int] | None = None,
+    lm: LoadedModel, tv: VanillaTaskVector, dev: Sequence[Example], *, layers: Sequence[int] | None = None,
     form: Form | None = None,
 ) -> VanillaTaskVector:
     """Choose the layer with the best accuracy on ``dev`` (first ``config.n_dev`` examples); sets

@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -70,6 +70,9 @@ from .extracted import extracted_curve
 from .key_heads import key_head_experiment
 from .linearity import cached_linearity
 from .ltvs import RunSizes, icl_accuracy, ltv_accuracy, sweep_with_middle, task_splits, trained_ltv
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 EXTRACTED = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
 """The extracted-vector methods of chapter 01, in its column order."""
@@ -110,7 +113,7 @@ class AcrossModelsSizes:
 
 
 @torch.no_grad()
-def stream_rms(lm: Any, layers: list[int] | None = None, *, task: str = "antonym", n: int = 32) -> dict[int, float]:
+def stream_rms(lm: LoadedModel, layers: list[int] | None = None, *, task: str = "antonym", n: int = 32) -> dict[int, float]:
     """RMS per coordinate of the last-token residual stream entering each of ``layers`` (default: every layer),
     over the first ``n`` zero-shot test prompts of ``task``: ``sqrt(mean over prompts of |h_l|^2 / d)``."""
     layers = list(range(lm.n_layers)) if layers is None else layers
@@ -126,7 +129,7 @@ def stream_rms(lm: Any, layers: list[int] | None = None, *, task: str = "antonym
 # The measurements
 
 
-def icl_reference(lm: Any, task: str, shots: int, run_sizes: RunSizes, *, seed: int = 0) -> dict[str, Any]:
+def icl_reference(lm: LoadedModel, task: str, shots: int, run_sizes: RunSizes, *, seed: int = 0) -> dict[str, Any]:
     """:func:`ltvlib.study.ltvs.icl_accuracy`, or the same prompts run as full forwards when a prompt is
     longer than the model's sliding attention window (the cached-prefix path refuses those).
 
@@ -151,7 +154,7 @@ def icl_reference(lm: Any, task: str, shots: int, run_sizes: RunSizes, *, seed: 
     return cached_json("across-models/icl-full", key, compute) | {"path": "full"}
 
 
-def _curve(lm: Any, task: str, run_sizes: RunSizes, method: str, layers: list[int], seed: int) -> dict[str, Any] | None:
+def _curve(lm: LoadedModel, task: str, run_sizes: RunSizes, method: str, layers: list[int], seed: int) -> dict[str, Any] | None:
     """An extracted-vector curve, or None when the model's sliding window makes it uncomputable here."""
     try:
         return extracted_curve(lm, task, run_sizes, method, layers, seed=seed)  # type: ignore[arg-type]
@@ -162,7 +165,7 @@ def _curve(lm: Any, task: str, run_sizes: RunSizes, method: str, layers: list[in
 
 
 def middle_layer_results(
-    lm: Any, task: str, run_sizes: RunSizes, *, icl_shots: Sequence[int], extracted_layers: Sequence[int],
+    lm: LoadedModel, task: str, run_sizes: RunSizes, *, icl_shots: Sequence[int], extracted_layers: Sequence[int],
     seed: int = 0,
 ) -> dict[str, Any]:
     """Chapter 01's middle-layer row of one task, in percent: ICL at each of ``icl_shots``, the extracted vectors'
@@ -199,18 +202,18 @@ def middle_layer_results(
     return out
 
 
-def middle_ltv(lm: Any, task: str, run_sizes: RunSizes, *, seed: int = 0) -> Any:
+def middle_ltv(lm: LoadedModel, task: str, run_sizes: RunSizes, *, seed: int = 0) -> Any:
     """The LTV of ``task`` at the middle layer, last position, with ``run_sizes.recipe`` (chapter 01's)."""
     return trained_ltv(lm, task, run_sizes, layers=[lm.middle_layer], seed=seed)
 
 
-def sweep_ltvs(lm: Any, task: str, run_sizes: RunSizes, layers: Sequence[int], *, seed: int = 0) -> dict[int, Any]:
+def sweep_ltvs(lm: LoadedModel, task: str, run_sizes: RunSizes, layers: Sequence[int], *, seed: int = 0) -> dict[int, Any]:
     """The LTVs of the layer sweep at ``layers`` (:func:`ltvlib.study.plans.sweep_ltv_layers`), by layer."""
     return {l: trained_ltv(lm, task, run_sizes, layers=[l], seed=seed) for l in layers}
 
 
 def sweep_results(
-    lm: Any, task: str, run_sizes: RunSizes, *, ltv_layers: Sequence[int], curve_layers: Sequence[int], seed: int = 0
+    lm: LoadedModel, task: str, run_sizes: RunSizes, *, ltv_layers: Sequence[int], curve_layers: Sequence[int], seed: int = 0
 ) -> dict[str, dict[int, float]]:
     """Accuracy (%) by injection layer: ``{"ltv": {layer: acc}, "vanilla_tv": ..., ...}``. LTVs (``run_sizes``'
     recipe) at ``ltv_layers`` (block input); extracted vectors (block output) at ``curve_layers`` (chapter 01's
@@ -238,7 +241,7 @@ def sweep_results(
 
 
 def key_head_results(
-    lm: Any, task: str, run_sizes: RunSizes, sizes: AcrossModelsSizes, *, seed: int = 0, fraction: float = 0.1
+    lm: LoadedModel, task: str, run_sizes: RunSizes, sizes: AcrossModelsSizes, *, seed: int = 0, fraction: float = 0.1
 ) -> dict[str, Any]:
     """Chapter 04's ablation for the middle-layer LTV of ``task``, summarised in percent.
 
@@ -262,7 +265,7 @@ def key_head_results(
 
 
 def linearity_results(
-    lm: Any, task: str, run_sizes: RunSizes, layers: Sequence[int], *, config: LinearityConfig, seed: int = 0
+    lm: LoadedModel, task: str, run_sizes: RunSizes, layers: Sequence[int], *, config: LinearityConfig, seed: int = 0
 ) -> dict[int, dict[str, Any]]:
     """Chapter 05's measurement (fit sizes ``config``) at ``layers`` (:func:`ltvlib.study.plans.linearity_layers`),
     summarised: per layer ``{"ltv", "w_theta",
@@ -294,7 +297,7 @@ def _windowed(fn: Any) -> Any:
         return None
 
 
-def correct_at(lm: Any, task: str, run_sizes: RunSizes, layer: int, *, seed: int = 0) -> dict[str, Any]:
+def correct_at(lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, seed: int = 0) -> dict[str, Any]:
     """Which test queries each method gets right with its vector at ``layer`` (cached).
 
     The test queries of ``task`` at ``run_sizes`` (the same ones, in the same order, for every method): ``"zero-shot"``
@@ -340,7 +343,7 @@ def correct_at(lm: Any, task: str, run_sizes: RunSizes, layer: int, *, seed: int
 
 
 def key_head_correct(
-    lm: Any, task: str, run_sizes: RunSizes, sizes: AcrossModelsSizes, *, seed: int = 0, fraction: float = 0.1
+    lm: LoadedModel, task: str, run_sizes: RunSizes, sizes: AcrossModelsSizes, *, seed: int = 0, fraction: float = 0.1
 ) -> dict[str, Any]:
     """Which test queries the middle-layer LTV gets right alone, with the key heads zeroed and with each random
     head set of :func:`key_head_results` zeroed (at the last position; cached).
@@ -372,7 +375,7 @@ def key_head_correct(
 
 
 @torch.no_grad()
-def attention_write_check(lm: Any, layers: list[int], *, task: str = "antonym", n: int = 8) -> dict[int, dict[str, float]]:
+def attention_write_check(lm: LoadedModel, layers: list[int], *, task: str = "antonym", n: int = 8) -> dict[int, dict[str, float]]:
     """Does what the heads write (:func:`ltvlib.heads.head_writes`) sum to what the attention block adds to the
     residual stream? On the last token of ``n`` zero-shot test prompts of ``task``, per layer of ``layers``.
 
@@ -425,7 +428,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
-def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) -> dict[str, Any]:
+def check_code_paths(lm: LoadedModel, *, task: str = "sst2", n: int = 6, seed: int = 0) -> dict[str, Any]:
     """Compare the book's fast paths with the model's own forward pass on ``n`` real prompts.
 
     Every check injects a random vector (norm about that of the residual stream at the injection layer) at
@@ -519,7 +522,7 @@ def check_code_paths(lm: Any, *, task: str = "sst2", n: int = 6, seed: int = 0) 
             "final_norm_input_rms": float(x.pow(2).mean(-1).sqrt().mean())}
 
 
-def function_vector_write(lm: Any, fv: Any) -> dict[str, float]:
+def function_vector_write(lm: LoadedModel, fv: Any) -> dict[str, float]:
     """Compare a Function Vector with what its heads write into the residual stream.
 
     :func:`ltvlib.baselines.function_vector.build_function_vector` sums the top heads' mean *writes*
@@ -572,7 +575,7 @@ def clear_memory() -> None:
     memo.clear_memory()
 
 
-def architecture_row(lm: Any) -> dict[str, Any]:
+def architecture_row(lm: LoadedModel) -> dict[str, Any]:
     """The sizes and conventions of a loaded model that matter to the book."""
     g = lm.geometry
     text = lm.model.config.get_text_config() if hasattr(lm.model.config, "get_text_config") else lm.model.config

@@ -37,7 +37,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -50,6 +50,9 @@ from ..prompts import answer_ids, encode_prompts, sample_demos
 from ..tasks import Example, TaskSplits, get_task, load_splits
 from .generalization import initial_vectors
 from .ltvs import RunSizes, task_splits
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 EN_FR, MASC_FEM, COMPOSED = "gender_en_fr", "gender_masc_fem", "gender_composed"
 COMPONENTS: tuple[str, str] = (EN_FR, MASC_FEM)
@@ -178,7 +181,7 @@ def check_no_leak(data: CompositionData, demo_pool: Sequence[Example] = ()) -> N
 
 
 def composition_ltv(
-    lm: Any, task: str, run_sizes: RunSizes, data: CompositionData, *, seed: int = 0, progress: bool = False
+    lm: LoadedModel, task: str, run_sizes: RunSizes, data: CompositionData, *, seed: int = 0, progress: bool = False
 ) -> LearnedTaskVector:
     """The middle-layer, last-position LTV of ``task`` trained on the cleaned splits (cached).
 
@@ -226,7 +229,7 @@ class FormScorer:
         seed: seeds the demonstration draw.
     """
 
-    def __init__(self, lm: Any, data: CompositionData, *, shots: int = 0, seed: int = 0) -> None:
+    def __init__(self, lm: LoadedModel, data: CompositionData, *, shots: int = 0, seed: int = 0) -> None:
         self.lm, self.data = lm, data
         self.task = get_task(COMPOSED)
         self.examples = list(data.test)
@@ -301,7 +304,7 @@ class FormScorer:
         }
 
 
-def first_token_clashes(lm: Any, data: CompositionData) -> list[dict[str, str]]:
+def first_token_clashes(lm: LoadedModel, data: CompositionData) -> list[dict[str, str]]:
     """Test queries whose gold French feminine starts with the same token as another form of the pair (the
     book's first-token metric cannot tell those forms apart)."""
     task, tok = get_task(COMPOSED), lm.tokenizer
@@ -342,7 +345,7 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def composition_result(
-    lm: Any, run_sizes: RunSizes, sizes: CompositionSizes, *, seed: int = 0, progress: bool = False
+    lm: LoadedModel, run_sizes: RunSizes, sizes: CompositionSizes, *, seed: int = 0, progress: bool = False
 ) -> dict[str, Any]:
     """Every method on the composed task's test queries, for one seed (cached).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -33,12 +33,15 @@ from ..stats import Estimate
 from ..tasks import get_task
 from .ltvs import RunSizes, sweep_with_middle, task_contrast, task_mean, task_mean_difference, task_splits
 
+if TYPE_CHECKING:
+    from ..models import LoadedModel
+
 Method = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
 METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
 
 
 def cached_vanilla_tv(
-    lm: Any, task: str, run_sizes: RunSizes, *, config: VanillaTVConfig | None = None, seed: int = 0,
+    lm: LoadedModel, task: str, run_sizes: RunSizes, *, config: VanillaTVConfig | None = None, seed: int = 0,
     select_layers: Sequence[int] | None = None,
 ) -> VanillaTaskVector:
     """The Vanilla TV of ``task`` from the training split at ``run_sizes``, its layer chosen on the validation split
@@ -58,7 +61,7 @@ def cached_vanilla_tv(
 
 
 def cached_function_vector(
-    lm: Any, task: str, run_sizes: RunSizes, *, config: FunctionVectorConfig | None = None, seed: int = 0
+    lm: LoadedModel, task: str, run_sizes: RunSizes, *, config: FunctionVectorConfig | None = None, seed: int = 0
 ) -> FunctionVector:
     """The Function Vector of ``task`` from the training split at ``run_sizes``. Cached in
     ``vectors/function_vector``."""
@@ -76,7 +79,7 @@ def cached_function_vector(
 
 # Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the model's
 # memo (:mod:`ltvlib.memo`) keeps the last two.
-def _test_evalset(lm: Any, task: str, run_sizes: RunSizes, template: str) -> EvalSet:
+def _test_evalset(lm: LoadedModel, task: str, run_sizes: RunSizes, template: str) -> EvalSet:
     splits = task_splits(task, run_sizes)
     return memo(lm, "extracted.evalsets", (task, template, tuple(splits.test)),
                 lambda: EvalSet(lm, vanilla_task(task, template), splits.test, tail=1), keep=2)  # type: ignore[arg-type]
@@ -87,7 +90,7 @@ def _summary(r: Any) -> dict[str, Any]:
 
 
 def extracted_curve(
-    lm: Any, task: str, run_sizes: RunSizes, method: Method, layers: Sequence[int] | None, *, seed: int = 0,
+    lm: LoadedModel, task: str, run_sizes: RunSizes, method: Method, layers: Sequence[int] | None, *, seed: int = 0,
     template: str = "task",
 ) -> dict[str, Any]:
     """Test accuracy of an extracted vector injected at each of ``layers`` (cached).

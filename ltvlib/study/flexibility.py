@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -51,6 +51,9 @@ from ..stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_inter
 from ..tasks import TaskSplits, get_task, load_splits
 from .extracted import cached_function_vector, cached_vanilla_tv
 from .ltvs import RunSizes, sweep_with_middle, task_contrast, task_splits, trained_ltv
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 ExtractedMethod = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
 EXTRACTED_METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
@@ -167,7 +170,7 @@ def late_settings(n_layers: int, k: int | None = 3) -> list[Setting]:
     return [Setting(f"late{l}", f"P={{-1}}, L={{{l}}}", (l,), (-1,)) for l in late_layers(n_layers, k)]
 
 
-def check_setting(lm: Any, task: str, setting: Setting, run_sizes: RunSizes) -> Setting:
+def check_setting(lm: LoadedModel, task: str, setting: Setting, run_sizes: RunSizes) -> Setting:
     """``setting`` if every site exists in ``lm`` and in every prompt of ``task``; else ``ValueError``.
 
     Negative layers are resolved to their index. Positions must lie inside the shortest zero-shot prompt
@@ -215,7 +218,7 @@ def extracted_edits(
             for l in setting.layers for p in setting.positions]
 
 
-def vanilla_tv_task_template(lm: Any, task: str, run_sizes: RunSizes, *, seed: int = 0) -> VanillaTaskVector:
+def vanilla_tv_task_template(lm: LoadedModel, task: str, run_sizes: RunSizes, *, seed: int = 0) -> VanillaTaskVector:
     """The Vanilla TV extracted from ICL prompts in the task's own ``Q:/A:`` template (the prompts the LTV is
     scored on), the same cache entry chapter 1's layer curves use."""
     config = replace(run_sizes.vanilla_tv, template="task", form="replace")
@@ -327,7 +330,7 @@ def _fingerprint(ltv: LearnedTaskVector) -> dict[str, Any]:
 
 
 def setting_result(
-    lm: Any, task: str, run_sizes: RunSizes, setting: Setting, *, seeds: Sequence[int] = (0,),
+    lm: LoadedModel, task: str, run_sizes: RunSizes, setting: Setting, *, seeds: Sequence[int] = (0,),
     zero_shot_seeds: Sequence[int] | None = None, n_test: int | None = None, seed: int = 0, extracted: bool = True,
     progress: bool = False,
 ) -> SettingResult:

@@ -27,7 +27,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -43,6 +43,9 @@ from ..prompts import encode_prompts
 from ..stats import Estimate
 from ..tasks import get_task
 from .ltvs import RunSizes, task_splits, trained_ltv
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 #: The paper's cross-task transfer number: the SNLI-trained LTV evaluated on RTE (Llama-3.1-8B), in %.
 PAPER_SNLI_TO_RTE = 46.21
@@ -94,7 +97,7 @@ class GeneralizationSizes:
 
 
 def task_vectors(
-    lm: Any, run_sizes: RunSizes, sizes: GeneralizationSizes, *, progress: bool = False
+    lm: LoadedModel, run_sizes: RunSizes, sizes: GeneralizationSizes, *, progress: bool = False
 ) -> dict[tuple[str, int], LearnedTaskVector]:
     """The middle-layer, last-position LTV of every task and seed of ``sizes``, keyed ``(task, seed)``.
 
@@ -262,7 +265,7 @@ def shared_labels(source: str, target: str) -> tuple[str, ...]:
 
 # The targets' test prompts with their cached prefixes; one target's set is evaluated with every source vector
 # in turn, so the model's memo (:mod:`ltvlib.memo`) keeps only the last one.
-def _target_set(lm: Any, target: str, run_sizes: RunSizes, layer: int) -> EvalSet:
+def _target_set(lm: LoadedModel, target: str, run_sizes: RunSizes, layer: int) -> EvalSet:
     splits = task_splits(target, run_sizes)
 
     def build() -> EvalSet:
@@ -284,7 +287,7 @@ def _top_predictions(predicted: Sequence[str], k: int = 3) -> list[list[Any]]:
     return [[tok, count / n] for tok, count in Counter(predicted).most_common(k)]
 
 
-def transfer_accuracy(lm: Any, ltv: LearnedTaskVector, target: str, run_sizes: RunSizes) -> dict[str, Any]:
+def transfer_accuracy(lm: LoadedModel, ltv: LearnedTaskVector, target: str, run_sizes: RunSizes) -> dict[str, Any]:
     """Accuracy of ``ltv`` (trained on its own task) injected as trained into ``target``'s zero-shot test prompts.
 
     The vector is added at its own sites (block input of its layer, its positions); the prompts, gold
@@ -324,7 +327,7 @@ def _scored(es: EvalSet, edits: Sequence[Any]) -> dict[str, Any]:
 
 
 def random_transfer(
-    lm: Any, ltv: LearnedTaskVector, target: str, run_sizes: RunSizes, *, n_draws: int, seed: int = 0
+    lm: LoadedModel, ltv: LearnedTaskVector, target: str, run_sizes: RunSizes, *, n_draws: int, seed: int = 0
 ) -> list[dict[str, Any]]:
     """The control of :func:`transfer_accuracy`: ``n_draws`` random vectors with ``ltv``'s norm per site
     (:func:`ltvlib.analysis.controls.random_like`, seeded by ``seed``) injected where ``ltv`` goes, on ``target``'s
@@ -429,7 +432,7 @@ def control_margin(summary: ControlSummary, *, n: int, seeds: int = 1, confidenc
 
 
 def transfer_matrix(
-    lm: Any, ltvs: Mapping[tuple[str, int], LearnedTaskVector], run_sizes: RunSizes, sizes: GeneralizationSizes,
+    lm: LoadedModel, ltvs: Mapping[tuple[str, int], LearnedTaskVector], run_sizes: RunSizes, sizes: GeneralizationSizes,
 ) -> list[dict[str, Any]]:
     """:func:`transfer_accuracy` of every ``sizes.transfer_seeds`` vector of every task on every task, and of
     every trained seed on its own task.

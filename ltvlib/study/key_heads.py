@@ -8,7 +8,7 @@ module depends on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,6 +24,9 @@ from ..analysis.key_heads import (
 )
 from ..cache import cached_json, dependency_hash, task_key
 from ..tasks import Example
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 # --------------------------------------------------------------------------------------------------------
 # Chapter-level helpers (cached)
@@ -44,7 +47,7 @@ def vector_key(ltv: Any) -> dict[str, Any]:
             "vector_abs": float(ltv.vectors.double().abs().sum())}
 
 
-def cached_saliency(lm: Any, ltv: Any, queries: Sequence[Example]) -> dict[str, Any]:
+def cached_saliency(lm: LoadedModel, ltv: Any, queries: Sequence[Example]) -> dict[str, Any]:
     """Cached :func:`head_saliency` of a trained LTV on ``queries``: ``{"saliency": (L x H) lists, "n"}``."""
     key = {"what": "saliency", "model": lm.name, "queries": [e.input for e in queries], **vector_key(ltv),
            "source": dependency_hash(__name__)}
@@ -57,7 +60,7 @@ def cached_saliency(lm: Any, ltv: Any, queries: Sequence[Example]) -> dict[str, 
 
 
 def key_head_experiment(
-    lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[Example], *, fraction: float = 0.1,
+    lm: LoadedModel, ltv: Any, queries: Sequence[Example], test: Sequence[Example], *, fraction: float = 0.1,
     n_random: int = 5, seed: int = 0,
 ) -> dict[str, Any]:
     """Key heads of a trained LTV and what ablating them does (cached).

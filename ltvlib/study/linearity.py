@@ -9,7 +9,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -39,14 +39,17 @@ from ..sites import check_layer
 from ..tasks import Example, get_task
 from .ltvs import RunSizes
 
+if TYPE_CHECKING:
+    from ..models import LoadedModel
+
 
 # The model's memo (:mod:`ltvlib.memo`) keeps its last two probes (fit and test queries) and its last test set.
-def _probe(lm: Any, which: str, task: str, queries: Sequence[Example]) -> ShiftProbe:
+def _probe(lm: LoadedModel, which: str, task: str, queries: Sequence[Example]) -> ShiftProbe:
     return memo(lm, "linearity.probes", (which, task, tuple(queries)), lambda: ShiftProbe(lm, task, queries), keep=2)
 
 
 def cached_linearity(
-    lm: Any, task: str, run_sizes: RunSizes, layer: int, *, config: LinearityConfig, seed: int = 0, k: int = 8
+    lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, config: LinearityConfig, seed: int = 0, k: int = 8
 ) -> dict[str, Any]:
     """Everything chapter 05 reports for one (task, layer): the LTV (``trained_ltv``), the fitted map, the
     linearity checks, accuracies of the LTV and of its reconstructions, and the diagnostics. Cached.
@@ -137,7 +140,7 @@ def cached_linearity(
 
 
 def cached_linearity_control(
-    lm: Any, task: str, run_sizes: RunSizes, layer: int, *, config: LinearityConfig, seed: int = 0, n_draws: int = 5,
+    lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, config: LinearityConfig, seed: int = 0, n_draws: int = 5,
     fit: bool = True,
 ) -> dict[str, Any]:
     """Controls for chapter 05 at one (task, layer), cached: the random-vector control and the upper bound.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from ..ltv import LearnedTaskVector, TrainConfig, train_ltv
 from ..memo import memo
 from ..stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
 from ..tasks import TaskSplits, get_task, load_splits
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 # Bumped when the stored records gain a field (2: per-query "correct"), so an older record is not read back.
 RECORD_FORMAT = 2
@@ -78,7 +81,7 @@ def task_splits(task: str, run_sizes: RunSizes, *, icl: bool = False) -> TaskSpl
     return splits
 
 
-def icl_accuracy(lm: Any, task: str, shots: int, run_sizes: RunSizes, *, seed: int = 0) -> dict[str, Any]:
+def icl_accuracy(lm: LoadedModel, task: str, shots: int, run_sizes: RunSizes, *, seed: int = 0) -> dict[str, Any]:
     """First-token (and label) accuracy of ``shots``-shot prompts on the test split; 0 shots = zero-shot.
 
     Demonstrations come from the training split; with ``run_sizes.icl_demo_sets`` they are drawn as that many
@@ -98,7 +101,7 @@ def icl_accuracy(lm: Any, task: str, shots: int, run_sizes: RunSizes, *, seed: i
 
 
 def trained_ltv(
-    lm: Any, task: str, run_sizes: RunSizes, *, layers: list[int] | None = None, positions: tuple[int, ...] = (-1,),
+    lm: LoadedModel, task: str, run_sizes: RunSizes, *, layers: list[int] | None = None, positions: tuple[int, ...] = (-1,),
     shots: int = 0, seed: int = 0, progress: bool = False,
 ) -> LearnedTaskVector:
     """The LTV of ``task`` trained with ``run_sizes.recipe`` on the first ``n_train``/``n_val`` queries:
@@ -108,7 +111,7 @@ def trained_ltv(
 
 
 def trained_ltvs(
-    lm: Any, task: str, run_sizes: RunSizes, seeds: Sequence[int], *, layers: list[int] | None = None,
+    lm: LoadedModel, task: str, run_sizes: RunSizes, seeds: Sequence[int], *, layers: list[int] | None = None,
     positions: tuple[int, ...] = (-1,), shots: int = 0, progress: bool = False,
 ) -> list[LearnedTaskVector]:
     """One :func:`trained_ltv` per seed, in turn: the seeds share the task's prompt caches in memory, so a
@@ -120,7 +123,7 @@ def trained_ltvs(
 # A sweep evaluates many vectors on the same test prompts: the model's memo (:mod:`ltvlib.memo`) keeps its last
 # three test sets (with their cached prompt prefixes).
 def _test_set(
-    lm: Any, task: str, splits: TaskSplits, shots: int, seed: int, demo_sets: int | None, tail: int | None
+    lm: LoadedModel, task: str, splits: TaskSplits, shots: int, seed: int, demo_sets: int | None, tail: int | None
 ) -> EvalSet:
     return memo(lm, "ltvs.test_sets", (task, splits.test, shots, seed, demo_sets, tail),
                 lambda: EvalSet(lm, get_task(task), splits.test, shots=shots, demo_pool=splits.train, seed=seed,
@@ -128,7 +131,7 @@ def _test_set(
 
 
 def ltv_accuracy(
-    lm: Any, ltv: LearnedTaskVector, run_sizes: RunSizes, *, shots: int = 0, seed: int = 0
+    lm: LoadedModel, ltv: LearnedTaskVector, run_sizes: RunSizes, *, shots: int = 0, seed: int = 0
 ) -> dict[str, Any]:
     """Test accuracy of a trained LTV injected as trained (cached by the vector's content)."""
     splits = task_splits(ltv.task, run_sizes, icl=shots > 0)

@@ -43,7 +43,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -61,6 +61,9 @@ from ..stats import DEFAULT_RESAMPLES, Estimate, Proportion, paired_bootstrap_di
 from ..tasks import Example, RowSpec, Task, TaskSplits, get_task, load_splits
 from .extracted import cached_function_vector
 from .ltvs import RunSizes, sweep_with_middle, task_splits
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 Direction = Literal["myopic", "non_myopic"]
 DIRECTIONS: tuple[str, ...] = ("myopic", "non_myopic")
@@ -298,7 +301,7 @@ def item_p_myopic(scores: ABScores | dict[str, Any], myopic_letters: Sequence[st
 
 @torch.no_grad()
 def greedy_continuations(
-    lm: Any, texts: Sequence[str], edits: Sequence[VectorEdit] = (), *, max_new_tokens: int = 32,
+    lm: LoadedModel, texts: Sequence[str], edits: Sequence[VectorEdit] = (), *, max_new_tokens: int = 32,
     stop: str | None = "\n\n",
 ) -> list[str]:
     """Greedy continuations of ``texts`` (a batch, left-padded), with ``edits`` injected in the prompt pass.
@@ -325,7 +328,7 @@ def greedy_continuations(
 
 @torch.no_grad()
 def greedy_from_ids(
-    lm: Any, rows: Sequence[Sequence[int]], edits: Sequence[VectorEdit] = (), *, prefix: KVPrefix | None = None,
+    lm: LoadedModel, rows: Sequence[Sequence[int]], edits: Sequence[VectorEdit] = (), *, prefix: KVPrefix | None = None,
     max_new_tokens: int = 32, stop: str | None = "\n\n",
 ) -> list[str]:
     """:func:`greedy_continuations` of prompts given as token ids (a batch, left-padded), optionally after a
@@ -444,7 +447,7 @@ def extraction_configs(run_sizes: RunSizes, sizes: MyopicSizes) -> tuple[Vanilla
 
 
 def direction_vanilla_tv(
-    lm: Any, direction: str, run_sizes: RunSizes, sizes: MyopicSizes, *, seed: int = 0
+    lm: LoadedModel, direction: str, run_sizes: RunSizes, sizes: MyopicSizes, *, seed: int = 0
 ) -> VanillaTaskVector:
     """The Vanilla TV toward ``direction``: extracted from ICL prompts in the task's own ``Q:/A:`` template whose
     demonstrations carry the direction's letters, its layer chosen on the direction's validation split among
@@ -490,7 +493,7 @@ def ltv_splits(direction: str, run_sizes: RunSizes, sizes: MyopicSizes) -> TaskS
 
 
 def direction_ltv(
-    lm: Any, direction: str, run_sizes: RunSizes, sizes: MyopicSizes, *, seed: int = 0, progress: bool = False
+    lm: LoadedModel, direction: str, run_sizes: RunSizes, sizes: MyopicSizes, *, seed: int = 0, progress: bool = False
 ) -> LearnedTaskVector:
     """The LTV toward ``direction``: one vector *added* to the residual stream *entering* the middle block at
     the last prompt position (shape ``(1, d_model)``), trained with ``run_sizes.recipe`` on zero-shot prompts
@@ -548,7 +551,7 @@ SmolLM2-135M (30 layers x 2 x 192 key/value dimensions), more than :class:`~ltvl
 256 MB."""
 
 
-def _zero_shot_set(lm: Any, task: str, test: tuple[Example, ...]) -> EvalSet:
+def _zero_shot_set(lm: LoadedModel, task: str, test: tuple[Example, ...]) -> EvalSet:
     # One set of zero-shot prompts (and cached prefixes) serves every vector and both directions: the prompts
     # do not depend on the labels. The model's memo (:mod:`ltvlib.memo`) keeps the last one.
     return memo(lm, "myopic.zero_shot_sets", (task, test),
@@ -578,7 +581,7 @@ def _check_method_direction(method: str, direction: str | None) -> str:
 
 
 def method_setup(
-    lm: Any, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
+    lm: LoadedModel, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
     draw: int = 0,
 ) -> MethodSetup:
     """The vector (trained or extracted, cached) or demonstrations of ``method`` toward ``direction``; where each
@@ -624,7 +627,7 @@ def method_setup(
 
 
 def method_scores(
-    lm: Any, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
+    lm: LoadedModel, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
 ) -> dict[str, Any]:
     """A/B scores of ``method`` toward ``direction`` on the letter-balanced held-out set (cached).
 
@@ -666,7 +669,7 @@ def method_scores(
 
 
 def _cell_key(
-    lm: Any, run_sizes: RunSizes, sizes: MyopicSizes, method: str, direction: str | None, seed: int | None, n_test: int,
+    lm: LoadedModel, run_sizes: RunSizes, sizes: MyopicSizes, method: str, direction: str | None, seed: int | None, n_test: int,
 ) -> dict[str, Any]:
     """What a measurement of one method toward one direction depends on (the model, the data, the recipe and
     extraction configs, this module's code)."""
@@ -681,7 +684,7 @@ def _cell_key(
 
 
 def generation_examples(
-    lm: Any, run_sizes: RunSizes, *, seed: int = 0, sizes: MyopicSizes
+    lm: LoadedModel, run_sizes: RunSizes, *, seed: int = 0, sizes: MyopicSizes
 ) -> list[dict[str, Any]]:
     """Greedy continuations of a few held-out questions without a vector and with each direction's LTV.
 
@@ -732,7 +735,7 @@ def check_no_leak(task: str, test: Sequence[Example]) -> None:
             raise AssertionError(f"{len(seen)} held-out questions occur in the {d} training/validation split")
 
 
-def answer_tokens(lm: Any, task: str) -> dict[str, list[int]]:
+def answer_tokens(lm: LoadedModel, task: str) -> dict[str, list[int]]:
     """Token ids of each letter as it follows the prompt (they must start with distinct tokens)."""
     t = _check_task(task)
     ids = dict(zip(LETTERS, answer_ids(lm.tokenizer, t, LETTERS)))
@@ -872,7 +875,7 @@ class OptionTextSet:
     """
 
     def __init__(
-        self, lm: Any, task: str, items: Sequence[MyopicItem], *, layout: str = "listed", shots: int = 0,
+        self, lm: LoadedModel, task: str, items: Sequence[MyopicItem], *, layout: str = "listed", shots: int = 0,
         demo_pool: Sequence[Example] = (), seed: int = 0, demo_sets: int | None = None, tail: int | None = 1,
         max_cache_bytes: int = ZERO_SHOT_CACHE_BYTES,
     ) -> None:
@@ -1145,7 +1148,7 @@ DIFFERENCE_METRICS: tuple[str, ...] = ("text_p_myopic", "letter_debiased_p_myopi
 
 
 def _zero_shot_behaviour_sets(
-    lm: Any, task: str, test: tuple[Example, ...], layout: str
+    lm: LoadedModel, task: str, test: tuple[Example, ...], layout: str
 ) -> tuple[EvalSet, EvalSet, OptionTextSet]:
     # The A/B prompts of the items as given (shared with method_scores), of the swapped items, and the
     # option-text prompts: built once, their prefixes serve every vector and both directions (the model's memo,
@@ -1226,7 +1229,7 @@ def summarise_behaviour(records: Sequence[dict[str, Any]], *, n_resamples: int =
 
 
 def behaviour_scores(
-    lm: Any, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
+    lm: LoadedModel, run_sizes: RunSizes, method: str, direction: str | None, *, seed: int = 0, sizes: MyopicSizes,
     layout: str = "listed", draw: int = 0,
 ) -> dict[str, Any]:
     """The myopic behaviour of ``method`` toward ``direction`` on the letter-balanced held-out set (cached):
@@ -1380,7 +1383,7 @@ def steering_difference(
 
 
 def myopic_behaviour(
-    lm: Any, run_sizes: RunSizes, *, seeds: Sequence[int] = (0,), sizes: MyopicSizes,
+    lm: LoadedModel, run_sizes: RunSizes, *, seeds: Sequence[int] = (0,), sizes: MyopicSizes,
     layout: str = "listed", n_resamples: int = DEFAULT_RESAMPLES,
 ) -> dict[str, Any]:
     """Every method of the chapter toward each direction (:func:`behaviour_scores`, cached per seed) with

@@ -9,7 +9,7 @@ and the source this module depends on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,9 +29,12 @@ from ..inject import VectorEdit
 from ..tasks import Example
 from .key_heads import vector_key
 
+if TYPE_CHECKING:
+    from ..models import LoadedModel
+
 
 def ov_control_experiment(
-    lm: Any, ltv: Any, test: Sequence[Example], *, n_draws: int = 10, seed: int = 0, variant: str = "paper",
+    lm: LoadedModel, ltv: Any, test: Sequence[Example], *, n_draws: int = 10, seed: int = 0, variant: str = "paper",
 ) -> dict[str, Any]:
     """Cached :func:`ov_control` of a trained single-vector LTV on ``test`` with ``n_draws`` random vectors of
     its norm (:func:`ltvlib.analysis.controls.random_like`, ``seed``). Cost: ``n_draws + 1`` evaluations of ``test``."""
@@ -58,7 +61,7 @@ def ov_control_experiment(
 # --------------------------------------------------------------------------------------------------------
 
 
-def ov_experiment(lm: Any, ltv: Any, queries: Sequence[Example], test: Sequence[Example]) -> dict[str, Any]:
+def ov_experiment(lm: LoadedModel, ltv: Any, queries: Sequence[Example], test: Sequence[Example]) -> dict[str, Any]:
     """Accuracy of a trained single-vector LTV and of its replacements on ``test`` (cached).
 
     Measurements that need forward passes (norm scales, attention to the last position, MLP states) use

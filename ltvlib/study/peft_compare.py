@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.peft_compare import (
     CompareSizes,
@@ -26,8 +26,11 @@ from ..ltv import LearnedTaskVector, train_ltv
 from ..tasks import get_task
 from .ltvs import RunSizes
 
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
-def _key(lm: Any, task: str, method: Method, sizes: CompareSizes, seed: int) -> dict[str, Any]:
+
+def _key(lm: LoadedModel, task: str, method: Method, sizes: CompareSizes, seed: int) -> dict[str, Any]:
     import peft
     import transformers
 
@@ -36,7 +39,7 @@ def _key(lm: Any, task: str, method: Method, sizes: CompareSizes, seed: int) -> 
             "peft": peft.__version__, "transformers": transformers.__version__}
 
 
-def compare_method(lm: Any, task: str, method: Method, sizes: CompareSizes, *, seed: int = 0,
+def compare_method(lm: LoadedModel, task: str, method: Method, sizes: CompareSizes, *, seed: int = 0,
                    prepared: Prepared | None = None, progress: Callable[[str], None] | None = None,
                    memory: bool | None = None) -> dict[str, Any]:
     """:func:`train_and_measure` plus peak memory (when ``memory``, default ``sizes.memory``; never without
@@ -60,7 +63,7 @@ def compare_method(lm: Any, task: str, method: Method, sizes: CompareSizes, *, s
 
 
 def library_ltv(
-    lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, run_sizes: RunSizes | None = None
+    lm: LoadedModel, task: str, sizes: CompareSizes, *, seed: int = 0, run_sizes: RunSizes | None = None
 ) -> tuple[LearnedTaskVector, str]:
     """The LTV as the rest of the book trains it (``train_ltv``, fast path), on the comparison's batches.
 
@@ -87,7 +90,7 @@ def library_ltv(
 
 
 def library_ltv_result(
-    lm: Any, task: str, sizes: CompareSizes, *, seed: int = 0, run_sizes: RunSizes | None = None
+    lm: LoadedModel, task: str, sizes: CompareSizes, *, seed: int = 0, run_sizes: RunSizes | None = None
 ) -> dict[str, Any]:
     """Test accuracy (``ltvlib.evaluate``) of :func:`library_ltv`, with its steps and training seconds."""
     ltv, source = library_ltv(lm, task, sizes, seed=seed, run_sizes=run_sizes)
@@ -107,7 +110,7 @@ def library_ltv_result(
     return result
 
 
-def compare_task(lm: Any, task: str, methods: Sequence[Method], sizes: CompareSizes, *, seed: int = 0,
+def compare_task(lm: LoadedModel, task: str, methods: Sequence[Method], sizes: CompareSizes, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None, memory: bool | None = None) -> list[dict[str, Any]]:
     """Every method on one task (one cached result each); the prompts are built once."""
     task = get_task(task).name
@@ -121,7 +124,7 @@ def compare_task(lm: Any, task: str, methods: Sequence[Method], sizes: CompareSi
     return results
 
 
-def race(lm: Any, tasks: Sequence[str], methods: Sequence[Method], sizes: CompareSizes, seeds: Sequence[int], *,
+def race(lm: LoadedModel, tasks: Sequence[str], methods: Sequence[Method], sizes: CompareSizes, seeds: Sequence[int], *,
          progress: Callable[[str], None] | None = None, memory: bool | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """The fair race: every method on every task with every seed (each run cached by :func:`compare_method`).
 
