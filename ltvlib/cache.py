@@ -83,7 +83,7 @@ def cache_root() -> Path:
 
 def _package_version() -> str:
     try:
-        from ltvlib import __version__  # type: ignore[attr-defined]
+        from ltvlib import __version__
 
         return str(__version__)
     except ImportError:

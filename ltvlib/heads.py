@@ -115,6 +115,7 @@ def head_outputs(
 
     by_layer: dict[int, list[tuple[Tensor, Tensor, int, Tensor]]] = {}
     for p in patches:
+        assert attention_mask is not None and all_rows is not None  # patches without a mask raised above
         layer = check_layer(p.layer, n_layers)
         head = check_head(p.head, geo.n_heads)
         rows = all_rows if p.rows is None else torch.as_tensor(p.rows, dtype=torch.long, device=device)
@@ -131,6 +132,7 @@ def head_outputs(
     record_layers = [check_layer(l, n_layers) for l in record]
     rec_cols = None
     if record_positions is not None:
+        assert attention_mask is not None  # recording at positions without a mask raised above
         rec_cols = resolve_positions(attention_mask, list(record_positions)) - offset  # (batch, n_pos)
 
     layers = sorted(set(by_layer) | set(record_layers))

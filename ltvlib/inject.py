@@ -251,6 +251,8 @@ def apply(lm: LoadedModel, edits: Sequence[VectorEdit]) -> Iterator[None]:
         ids = kwargs.get("input_ids", args[0] if args else None)
         embeds = kwargs.get("inputs_embeds")
         tokens = ids if ids is not None else embeds
+        if tokens is None:
+            raise ValueError("apply(): the model was called with neither input_ids nor inputs_embeds")
         batch, seq = tokens.shape[0], tokens.shape[1]
         if seq <= 1:  # a decode step: it sees the prompt's edited keys and values through the cache
             current["plan"] = None

@@ -159,7 +159,7 @@ def forward_from_layer(
     """
     from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
-    base = text_model(lm)
+    base: Any = text_model(lm)  # the architecture's *Model: config, rotary_emb
     config = base.config
     start_pos = prefix.next_position if prefix is not None else 0
     position_ids = positions_from_mask(attention_mask, start_pos)

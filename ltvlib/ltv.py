@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor
@@ -223,7 +223,7 @@ class LearnedTaskVector:
     seed: int
     shots: int
     config: TrainConfig
-    curve: list[dict[str, float]] = field(default_factory=list)
+    curve: list[dict[str, float | None]] = field(default_factory=list)
     best_val_accuracy: float = float("nan")
     steps: int = 0
     seconds: float = 0.0
@@ -283,7 +283,7 @@ class LearnedTaskVector:
         return cls(vectors=vectors, **meta)
 
 
-def _outcome_from_curve(curve: list[dict[str, float]]) -> dict[str, Any]:
+def _outcome_from_curve(curve: list[dict[str, Any]]) -> dict[str, Any]:
     """``start_val_accuracy``, ``steps_to_best`` and ``trained`` of a run that stopped on plain accuracy."""
     epochs = [c for c in curve if "val_accuracy" in c]
     if not epochs:
@@ -310,7 +310,7 @@ def answer_loss(logits: Tensor, answers: Sequence[Sequence[int]], valid: Tensor)
     return per_row.mean()
 
 
-def _grid_edits(params: Tensor, layers: Sequence[int], positions: Sequence[int]) -> list[VectorEdit]:
+def _grid_edits(params: Tensor | Sequence[Tensor], layers: Sequence[int], positions: Sequence[int]) -> list[VectorEdit]:
     pairs = [(l, p) for l in layers for p in positions]
     return [VectorEdit(l, p, params[i]) for i, (l, p) in enumerate(pairs)]
 
@@ -514,6 +514,9 @@ def _train_attempt(
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     metric = validation_metric(config, task)
+    if metric == "balanced_accuracy" and not task.labels:
+        # evaluate() has no balanced accuracy without labels: the first comparison would fail after an epoch
+        raise ValueError(f"early_stopping='balanced_accuracy' needs a classification task; {task.name!r} has no labels")
 
     tail = tail_needed(positions) if config.prefix_cache else None
     answers = answer_ids(lm.tokenizer, task, [e.output for e in train])
@@ -547,12 +550,13 @@ def _train_attempt(
         with torch.no_grad():
             r = evaluate(val_set, _grid_edits(current(), layers, positions))
         score = r.accuracy if metric == "accuracy" else r.balanced_accuracy
+        assert score is not None  # balanced accuracy without labels raised above
         curve.append({"epoch": epoch, "val_accuracy": r.accuracy, "val_balanced_accuracy": r.balanced_accuracy,
                       "val_score": score, "step": step})
         accuracies[epoch] = r.accuracy
         return score
 
-    curve: list[dict[str, float]] = []
+    curve: list[dict[str, float | None]] = []
     accuracies: dict[int, float] = {}
     step, stale, gained = 0, 0, False
     start_score = best_score = validate(0)
@@ -578,7 +582,8 @@ def _train_attempt(
                 opt.step()
                 sched.step()
                 step += 1
-                curve.append({"step": step, "loss": loss.item(), "lr": sched.get_last_lr()[0]})
+                # torch types learning rates as float | Tensor; LambdaLR over float lrs keeps floats
+                curve.append({"step": step, "loss": loss.item(), "lr": cast(float, sched.get_last_lr()[0])})
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{best_score:.2f}")
             score = validate(epoch)

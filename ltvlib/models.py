@@ -26,13 +26,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from torch import nn
 
 from .cache import cache_root
 from .sites import ArchTable, HeadGeometry, arch_table, head_geometry
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -97,7 +99,7 @@ class LoadedModel:
         geometry: layer and head sizes from the config.
     """
 
-    model: nn.Module
+    model: PreTrainedModel
     tokenizer: Any
     name: str
     table: ArchTable
@@ -132,7 +134,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return torch.device(device)
 
 
-def wrap_model(model: nn.Module, tokenizer: Any, name: str) -> LoadedModel:
+def wrap_model(model: PreTrainedModel, tokenizer: Any, name: str) -> LoadedModel:
     """Freeze ``model`` and bundle it with its site table; used by the loaders and by tests on tiny models."""
     table = arch_table(model.config)
     model.eval()
@@ -304,7 +306,7 @@ def load_model(
 
     dev = resolve_device(device)
     if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
+        dtype = cast(torch.dtype, getattr(torch, dtype))
     if dtype is None:
         dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     if name.startswith(RANDOM_PREFIX):
@@ -330,7 +332,8 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(source)
         # Eager attention returns attention probabilities (a site); sdpa is faster, so it is the default.
         with quiet_loading() if isinstance(source, Path) else contextlib.nullcontext():
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)
+            # transformers types `to` through a decorator whose signature mypy misreads as (self, model)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)  # type: ignore[arg-type]
     except OSError as exc:
         raise ModelNotAvailableError(_not_available(name, source, exc)) from exc
     return wrap_model(model, tokenizer, name)

@@ -35,7 +35,7 @@ groups) come from the config (:class:`HeadGeometry`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -188,8 +188,8 @@ def text_model(lm: LoadedModel) -> nn.Module:
 
 def block(lm: LoadedModel, layer: int) -> nn.Module:
     """Decoder block ``layer`` (negative counts from the end); ``ValueError`` for a layer out of range."""
-    blocks = get_module(lm.model, lm.table.layers)
-    return blocks[check_layer(layer, len(blocks))]  # type: ignore[index]
+    blocks = cast(nn.ModuleList, get_module(lm.model, lm.table.layers))
+    return blocks[check_layer(layer, len(blocks))]
 
 
 def _in_block(lm: LoadedModel, layer: int, path: str | None) -> nn.Module | None:
@@ -206,14 +206,14 @@ def attn_input_norm(lm: LoadedModel, layer: int) -> nn.Module:
     return get_module(block(lm, layer), lm.table.attn_input_norm)
 
 
-def v_proj(lm: LoadedModel, layer: int) -> nn.Module:
+def v_proj(lm: LoadedModel, layer: int) -> nn.Linear:
     """The value projection of block ``layer``: ``(n_kv_heads * head_dim, d_model)`` weight."""
-    return get_module(block(lm, layer), lm.table.v_proj)
+    return cast(nn.Linear, get_module(block(lm, layer), lm.table.v_proj))
 
 
-def o_proj(lm: LoadedModel, layer: int) -> nn.Module:
+def o_proj(lm: LoadedModel, layer: int) -> nn.Linear:
     """The attention output projection of block ``layer``: ``(d_model, n_heads * head_dim)`` weight."""
-    return get_module(block(lm, layer), lm.table.o_proj)
+    return cast(nn.Linear, get_module(block(lm, layer), lm.table.o_proj))
 
 
 def attn_output_norm(lm: LoadedModel, layer: int) -> nn.Module | None:
@@ -241,9 +241,9 @@ def final_norm(lm: LoadedModel) -> nn.Module:
     return get_module(lm.model, lm.table.final_norm)
 
 
-def unembedding(lm: LoadedModel) -> nn.Module:
+def unembedding(lm: LoadedModel) -> nn.Linear:
     """The unembedding (``lm_head``)."""
-    return get_module(lm.model, lm.table.unembed)
+    return cast(nn.Linear, get_module(lm.model, lm.table.unembed))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -437,7 +437,7 @@ def label_words(task: str | Task) -> tuple[str, ...]:
     return t.labels
 
 
-def data_root(data_dir: str | Path | None = None) -> Path:
+def data_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
     """Resolves the data folder: the argument, else ``$LTV_DATA_DIR``, else ``<repo>/data``."""
     if data_dir is not None:
         return Path(data_dir)

@@ -157,6 +157,7 @@ def measure_norm_scales(lm: LoadedModel, runner: LastTokenRunner, edits: Sequenc
     for layer in range(n_layers):
         for kind, find in kinds:
             module = find(lm, layer)
+            assert module is not None  # attn_out is listed only where the architecture has that norm
             hooks.append(Hook(module, "pre", make(kind, layer, module), f"{kind} {layer}"))
     with hooked(hooks, what="norm-scale hooks"):
         for batch in runner.batches:
@@ -239,7 +240,8 @@ def mlp_response(lm: LoadedModel, runner: LastTokenRunner, vector: Tensor, layer
             return norm_out(y) if norm_out is not None else y
 
         x = torch.cat(chunks)
-        _, jv = torch.func.jvp(branch, (x,), (vector.to(x.dtype).expand_as(x).contiguous(),))
+        # torch types jvp's result as a 2- or 3-tuple; without has_aux it is (output, jvp)
+        _, jv = torch.func.jvp(branch, (x,), (vector.to(x.dtype).expand_as(x).contiguous(),))  # type: ignore[misc]
         total += jv.double().mean(0)
     return total.to(vector.dtype)
 

@@ -67,7 +67,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor
@@ -379,7 +379,7 @@ class LTVTrainee(Trainee):
         self.params = [self.vector]
         self._runners: dict[int, PromptRunner] = {}
 
-    def logits(self, prompts, index, answers):  # type: ignore[no-untyped-def]
+    def logits(self, prompts, index, answers):
         runner = self._runners.get(id(prompts))
         if runner is None:
             runner = self._runners[id(prompts)] = PromptRunner(self.lm, prompts, tail=None, cache_rows=False)
@@ -399,7 +399,7 @@ class PeftTrainee(Trainee):
         if method.kind == "prompt_tuning":
             # Initialised from the embeddings of random vocabulary tokens, so the virtual tokens start at the
             # scale of real ones (peft's RANDOM init draws N(0, 1), far larger than SmolLM2's embeddings).
-            config = PromptTuningConfig(
+            config: PromptTuningConfig | PrefixTuningConfig | LoraConfig = PromptTuningConfig(
                 task_type=TaskType.CAUSAL_LM, num_virtual_tokens=method.virtual_tokens,
                 prompt_tuning_init=PromptTuningInit.SAMPLE_VOCAB,
             )
@@ -410,7 +410,8 @@ class PeftTrainee(Trainee):
         elif method.kind == "lora":
             layers = list(method.layers) if method.layers is not None else None
             config = LoraConfig(
-                task_type=TaskType.CAUSAL_LM, r=method.rank, lora_alpha=method.alpha or 2 * method.rank,
+                # peft types lora_alpha as int; it only divides it by r, so a float alpha is fine
+                task_type=TaskType.CAUSAL_LM, r=method.rank, lora_alpha=method.alpha or 2 * method.rank,  # type: ignore[arg-type]
                 lora_dropout=0.0, target_modules=list(method.targets), layers_to_transform=layers, bias="none",
             )
         else:
@@ -437,24 +438,26 @@ class PeftTrainee(Trainee):
         from transformers import DynamicCache
 
         n = self.method.virtual_tokens
-        vocab = self.lm.model.get_input_embeddings().num_embeddings
+        vocab = cast(torch.nn.Embedding, self.lm.model.get_input_embeddings()).num_embeddings
         tokens = torch.randint(0, vocab, (1, n), generator=torch.Generator().manual_seed(seed))
         out = self.lm.model(input_ids=tokens.to(self.lm.device), cache=DynamicCache(config=self.lm.model.config),
                             use_cache=True, logits_to_keep=1)
         kv = torch.stack([torch.stack([layer.keys[0], layer.values[0]]) for layer in out.cache.layers])  # (L, 2, H, n, h)
-        weight = self.model.prompt_encoder[self.model.active_adapter].embedding.weight
+        encoder: Any = self.model.prompt_encoder[self.model.active_adapter]  # peft's PrefixEncoder
+        weight = encoder.embedding.weight
         if kv[0, 0].numel() * 2 * kv.shape[0] != weight.numel():
             raise ValueError(f"prefix of {weight.numel()} values cannot hold the model's keys/values {tuple(kv.shape)}")
         weight.copy_(kv.permute(3, 0, 1, 2, 4).reshape(n, -1).to(weight.dtype))
         return tokens[0].tolist()
 
-    def logits(self, prompts, index, answers):  # type: ignore[no-untyped-def]
+    def logits(self, prompts, index, answers):
         rows = [list(prompts.shared) + list(prompts.rows[i]) for i in index]
         ids, mask, valid, n = _teacher_forced(self.pad_id, rows, answers, self.lm.device)
         if self.method.kind == "prompt_tuning":
             # peft's forward drops position_ids for prompt tuning; this is that forward with positions that
             # skip the padding between the virtual tokens and the prompt.
-            embeds = self.model.word_embeddings(ids)
+            # peft infers word_embeddings' type from its `None` placeholder; it is the model's nn.Embedding
+            embeds = self.model.word_embeddings(ids)  # type: ignore[misc]
             virtual = self.model.get_prompt(batch_size=ids.shape[0]).to(embeds.dtype)
             mask = torch.cat([torch.ones(ids.shape[0], virtual.shape[1], dtype=mask.dtype, device=mask.device), mask], 1)
             out = self.model.base_model(

@@ -53,7 +53,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ltvlib.book.runner import BOOK_ROOT_ENV, CLAIMS_DIR, claims_root, is_default, read_chapters, verdict_slug
 from ltvlib.cache import atomic_write_text
@@ -418,7 +418,8 @@ class Claim:
             raise TypeError(f"claim {key!r}: rule must be a RuleResult (direction_rule(...), ...), got {type(rule).__name__}")
         if rule is not None and pairs:
             raise ValueError(f"claim {key!r}: give checks (the old rule) or a rule, not both")
-        named = list(intervals.items()) if isinstance(intervals, Mapping) else [tuple(p) for p in intervals]
+        named = (list(intervals.items()) if isinstance(intervals, Mapping)
+                 else [cast("tuple[str, Estimate]", tuple(p)) for p in intervals])
         for name, est in named:
             if not isinstance(est, Estimate):
                 raise TypeError(f"claim {key!r}: interval {name!r} must be an ltvlib.stats.Estimate, got {type(est).__name__}")
