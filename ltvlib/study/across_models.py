@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -72,6 +72,7 @@ from .linearity import cached_linearity
 from .ltvs import RunSizes, icl_accuracy, ltv_accuracy, sweep_with_middle, task_splits, trained_ltv
 
 if TYPE_CHECKING:
+    from ..baselines.vanilla_tv import Form
     from ..models import LoadedModel
 
 EXTRACTED = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
@@ -332,7 +333,8 @@ def correct_at(lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, s
         config = replace(run_sizes.vanilla_tv, seed=seed, template="task", form="replace")
         tv = _windowed(lambda: cached_vanilla_tv(lm, task, run_sizes, config=config, seed=seed,
                                                   select_layers=candidates))
-        for form, name in (("replace", "vanilla_tv"), ("difference", "vanilla_tv_difference")):
+        forms: tuple[tuple[Form, str], ...] = (("replace", "vanilla_tv"), ("difference", "vanilla_tv_difference"))
+        for form, name in forms:
             out[name] = None if tv is None else layer_accuracies(es, tv, [layer], form)[layer].correct
         fv = _windowed(lambda: cached_function_vector(lm, task, run_sizes, config=replace(run_sizes.function_vector,
                                                                                         seed=seed), seed=seed))
@@ -480,6 +482,7 @@ def check_code_paths(lm: LoadedModel, *, task: str = "sst2", n: int = 6, seed: i
         vec = theta.clone().requires_grad_(True)
         logits, valid = runner.run(range(n), [VectorEdit(layer, -1, vec)], answers=answers)
         answer_loss(logits, answers, valid).backward()
+        assert vec.grad is not None  # vec is a leaf the loss depends on
         results.append((logits.detach(), vec.grad))
     (full_logits, full_grad), (fast_logits, fast_grad) = results
     checks["runner logits"] = _rel(fast_logits, full_logits)
@@ -500,7 +503,7 @@ def check_code_paths(lm: LoadedModel, *, task: str = "sst2", n: int = 6, seed: i
     checks["shift probe final state"] = _rel(states, cap[-1][:, -1])
 
     # 4. embeddings: block 0's input is the (scaled) embedding row
-    raw = lm.model.get_input_embeddings().weight[ids].detach()
+    raw = cast(torch.nn.Embedding, lm.model.get_input_embeddings()).weight[ids].detach()
     factor = math.sqrt(lm.d_model) if lm.table.scales_embeddings else 1.0
     real = mask.bool()
     checks["block 0 input vs embedding x scale"] = _rel(rec[0][real], (raw * factor).to(rec[0].dtype)[real])

@@ -37,7 +37,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -164,8 +164,8 @@ def check_no_leak(data: CompositionData, demo_pool: Sequence[Example] = ()) -> N
                 test_words |= words(s)
     if not test_words <= data.banned:
         raise LeakError(f"test words {sorted(test_words - data.banned)} are not banned")
-    for task, s in data.splits.items():
-        for split, examples in (("train", s.train), ("validation", s.validation)):
+    for task, splits in data.splits.items():
+        for split, examples in (("train", splits.train), ("validation", splits.validation)):
             for e in examples:
                 if example_words(e) & data.banned:
                     raise LeakError(f"{task} {split} example {e.input!r} -> {e.output!r} contains test words "
@@ -210,7 +210,8 @@ def combine(ltvs: Sequence[LearnedTaskVector], scales: Sequence[float]) -> list[
     sites = {(v.layers, v.positions) for v in ltvs}
     if len(sites) != 1:
         raise ValueError(f"vectors at different sites cannot be summed: {sorted(sites)}")
-    total = sum(float(a) * v.vectors.float() for a, v in zip(scales, ltvs))
+    # sum() starts from 0; ltvs is not empty, so the total is a tensor
+    total = cast(torch.Tensor, sum(float(a) * v.vectors.float() for a, v in zip(scales, ltvs)))
     return [VectorEdit(e.layer, e.position, row) for e, row in zip(ltvs[0].edits(), total)]
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..baselines.function_vector import FunctionVector, FunctionVectorConfig, extract_function_vector
 from ..baselines.vanilla_tv import (
+    Template,
     VanillaTaskVector,
     VanillaTVConfig,
     extract_vanilla_tv,
@@ -79,10 +80,10 @@ def cached_function_vector(
 
 # Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the model's
 # memo (:mod:`ltvlib.memo`) keeps the last two.
-def _test_evalset(lm: LoadedModel, task: str, run_sizes: RunSizes, template: str) -> EvalSet:
+def _test_evalset(lm: LoadedModel, task: str, run_sizes: RunSizes, template: Template) -> EvalSet:
     splits = task_splits(task, run_sizes)
     return memo(lm, "extracted.evalsets", (task, template, tuple(splits.test)),
-                lambda: EvalSet(lm, vanilla_task(task, template), splits.test, tail=1), keep=2)  # type: ignore[arg-type]
+                lambda: EvalSet(lm, vanilla_task(task, template), splits.test, tail=1), keep=2)
 
 
 def _summary(r: Any) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def _summary(r: Any) -> dict[str, Any]:
 
 def extracted_curve(
     lm: LoadedModel, task: str, run_sizes: RunSizes, method: Method, layers: Sequence[int] | None, *, seed: int = 0,
-    template: str = "task",
+    template: Template = "task",
 ) -> dict[str, Any]:
     """Test accuracy of an extracted vector injected at each of ``layers`` (cached).
 
@@ -130,6 +131,7 @@ def extracted_curve(
     def compute() -> dict[str, Any]:
         es = _test_evalset(lm, task, run_sizes, template)
         if method == "function_vector":
+            assert layers is not None  # layers=None with function vectors raised above
             fv = cached_function_vector(lm, task, run_sizes, config=config, seed=seed)
             res = {l: evaluate(es, fv.edits(l)) for l in layers}
             chosen, seconds, extra = None, fv.seconds, {"heads": [list(h) for h in fv.heads], "fv_layer": fv.layer}
@@ -139,7 +141,12 @@ def extracted_curve(
             candidates = sweep_with_middle(lm.n_layers, run_sizes)
             tv = cached_vanilla_tv(lm, task, run_sizes, config=replace(config, form="replace"), seed=seed,
                                     select_layers=candidates)
-            res = layer_accuracies(es, tv, [tv.layer] if layers is None else layers, config.form)
+            if layers is None:
+                assert tv.layer is not None  # select_layers chose it
+                at = [tv.layer]
+            else:
+                at = layers
+            res = layer_accuracies(es, tv, at, config.form)
             chosen, seconds, extra = tv.layer, tv.seconds, {}
         return {"layers": {str(l): _summary(r) for l, r in res.items()}, "zero_shot": _summary(evaluate(es)),
                 "chosen_layer": chosen, "seconds": seconds, **extra}
@@ -226,7 +233,7 @@ def gap_change(
     w = 1.0 / len(late)
     # the LTV terms are trained vectors ("seeds" even with one row): a 1-seed late LTV against the middle
     # layer's 3 seeds gives a 1-seed difference; the extracted vectors are deterministic
-    terms = {
+    terms: dict[str, list[tuple[float, Any] | tuple[float, Any, str]]] = {
         t: [*((w, ltv[t, l], "seeds") for l in late), *((-w, extracted[best[l], t, l]) for l in late),
             (-1.0, ltv[t, middle], "seeds"), (1.0, extracted[best[middle], t, middle])]
         for t in tasks

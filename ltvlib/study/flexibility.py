@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ..baselines.function_vector import FunctionVector
-from ..baselines.vanilla_tv import VanillaTaskVector
+from ..baselines.vanilla_tv import Form, VanillaTaskVector
 from ..cache import cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet, evaluate
 from ..forward import tail_needed
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from ..models import LoadedModel
 
 ExtractedMethod = Literal["vanilla_tv", "vanilla_tv_difference", "function_vector"]
-EXTRACTED_METHODS: tuple[str, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
+EXTRACTED_METHODS: tuple[ExtractedMethod, ...] = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ def extracted_edits(
                 for l in setting.layers for p in setting.positions]
     if not isinstance(vector, VanillaTaskVector):
         raise TypeError(f"method {method!r} needs a VanillaTaskVector, got {type(vector).__name__}")
-    form = "replace" if method == "vanilla_tv" else "difference"
+    form: Form = "replace" if method == "vanilla_tv" else "difference"
     return [VectorEdit(l, p, vector.vector(l, form), site="block_output", mode=vector.mode(form))
             for l in setting.layers for p in setting.positions]
 

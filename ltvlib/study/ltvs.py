@@ -27,6 +27,7 @@ from ..stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resa
 from ..tasks import TaskSplits, get_task, load_splits
 
 if TYPE_CHECKING:
+    from ..forward import Tail
     from ..models import LoadedModel
 
 # Bumped when the stored records gain a field (2: per-query "correct"), so an older record is not read back.
@@ -123,7 +124,7 @@ def trained_ltvs(
 # A sweep evaluates many vectors on the same test prompts: the model's memo (:mod:`ltvlib.memo`) keeps its last
 # three test sets (with their cached prompt prefixes).
 def _test_set(
-    lm: LoadedModel, task: str, splits: TaskSplits, shots: int, seed: int, demo_sets: int | None, tail: int | None
+    lm: LoadedModel, task: str, splits: TaskSplits, shots: int, seed: int, demo_sets: int | None, tail: Tail
 ) -> EvalSet:
     return memo(lm, "ltvs.test_sets", (task, splits.test, shots, seed, demo_sets, tail),
                 lambda: EvalSet(lm, get_task(task), splits.test, shots=shots, demo_pool=splits.train, seed=seed,

@@ -49,7 +49,7 @@ import torch
 
 from ..analysis.controls import random_like
 from ..baselines.function_vector import FunctionVectorConfig
-from ..baselines.vanilla_tv import VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
+from ..baselines.vanilla_tv import Form, VanillaTaskVector, VanillaTVConfig, extract_vanilla_tv, layer_accuracies
 from ..cache import cache_path, cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet
 from ..inject import VectorEdit, inject
@@ -614,7 +614,7 @@ def method_setup(
             "layer": lm.middle_layer, "draw": draw, "norm": float(torch.stack([e.vector for e in edits]).norm())})
     if method in ("vanilla_tv", "vanilla_tv_difference"):
         tv = direction_vanilla_tv(lm, direction, run_sizes, sizes, seed=seed)
-        form = "replace" if method == "vanilla_tv" else "difference"
+        form: Form = "replace" if method == "vanilla_tv" else "difference"
         return MethodSetup(tv.edits(form=form), 0, (), {
             "layer": tv.layer, "extract_seconds": tv.seconds,
             "dev_accuracy": {str(k): v for k, v in tv.dev_accuracy.items()}})
@@ -1285,8 +1285,8 @@ def behaviour_scores(
         if setup.shots:
             assert direction is not None
             dtask = direction_task(sizes.task, direction)
-            icl = {"shots": setup.shots, "demo_pool": setup.demo_pool, "seed": seed,
-                   "demo_sets": run_sizes.icl_demo_sets}
+            icl: dict[str, Any] = {"shots": setup.shots, "demo_pool": setup.demo_pool, "seed": seed,
+                                   "demo_sets": run_sizes.icl_demo_sets}
             given = EvalSet(lm, dtask, toward(test, direction), cache_rows=False, **icl)
             swapped = EvalSet(lm, dtask, toward([swap_options(e) for e in test], direction), cache_rows=False, **icl)
             textset = OptionTextSet(lm, sizes.task, items, layout=layout, **icl)
@@ -1296,7 +1296,7 @@ def behaviour_scores(
         text = score_option_text(textset, setup.edits)
         answers = (greedy_option_answers(textset, setup.edits, n=n_judge, max_new_tokens=sizes.judge_new_tokens)
                    if n_judge else [])
-        record = {"method": method, "direction": direction, "seed": seed_key, "layout": layout,
+        record: dict[str, Any] = {"method": method, "direction": direction, "seed": seed_key, "layout": layout,
                   **({"draw": draw} if method == "random" else {}),
                   "myopic_letters": [e.output for e in test], "questions": [it.question for it in items],
                   "options": [list(it.options) for it in items], "text": text.to_dict(),
