@@ -497,7 +497,7 @@ def _train_ltv(
 
 
 def _train_attempt(
-    lm: Any, task: Task | str, *, layers: Sequence[int] | None, positions: Sequence[int], shots: int,
+    lm: LoadedModel, task: Task | str, *, layers: Sequence[int] | None, positions: Sequence[int], shots: int,
     config: TrainConfig, lr_factor: float, seed: int, splits: TaskSplits | None, n_train: int, n_val: int,
     progress: bool,
 ) -> LearnedTaskVector:

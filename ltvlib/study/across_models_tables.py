@@ -199,14 +199,15 @@ def plot_middle(results: Mapping[str, Mapping[str, Any]], model_list: Sequence[s
                     and (k != "ltv" or ledger.keep([r["ltv"][t, r["mid"]]], where="Figure 8.2"))]
             flat = [c for row in rows for c in row]
             pooled[m, b] = proportion_estimate(int(sum(flat)), len(flat)) if flat else None
-        vals = [100 * pooled[m, b].value if pooled[m, b] else np.nan for b in bars]
-        err = np.array([[100 * (pooled[m, b].value - pooled[m, b].low), 100 * (pooled[m, b].high - pooled[m, b].value)]
-                        if pooled[m, b] else [np.nan, np.nan] for b in bars]).T
+        vals = [100 * est.value if (est := pooled[m, b]) else np.nan for b in bars]
+        err = np.array([[100 * (est.value - est.low), 100 * (est.high - est.value)]
+                        if (est := pooled[m, b]) else [np.nan, np.nan] for b in bars]).T
         ax.bar(x + (i - (len(model_list) - 1) / 2) * width, vals, width, yerr=err, capsize=3, label=m)
     for k, v in PAPER.items():
         j = bars.index(METHODS[k])
         ax.hlines(v, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2,
-                  label="paper (Llama-3.1-8B, seven-task average)" if k == "ltv" else None)
+                  # matplotlib's stubs say str; None (no legend entry) is accepted
+                  label="paper (Llama-3.1-8B, seven-task average)" if k == "ltv" else None)  # type: ignore[arg-type]
         ax.annotate(f"paper: {v:.1f} %", (j, v), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
     ax.set_xticks(x, bars, fontsize=10)
     ax.set_ylim(0, 100)
@@ -348,11 +349,14 @@ def plot_key_heads(results: Mapping[str, Mapping[str, Any]], model_list: Sequenc
         for _, k, _ in groups:
             flat = [c for t in trained for c in (np.ravel(r["key_correct"][t][k]))]
             e = proportion_estimate(int(sum(flat)), len(flat))
-            vals.append(100 * e.value), lo.append(100 * (e.value - e.low)), hi.append(100 * (e.high - e.value))
+            vals.append(100 * e.value)
+            lo.append(100 * (e.value - e.low))
+            hi.append(100 * (e.high - e.value))
         ax.bar(x + (i - (len(model_list) - 1) / 2) * width, vals, width, yerr=[lo, hi], capsize=3, label=m)
     for j, (_, _, p) in enumerate(groups):
         ax.hlines(p, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2,
-                  label="paper (Llama-3.1-8B)" if j == 0 else None)
+                  # matplotlib's stubs say str; None (no legend entry) is accepted
+                  label="paper (Llama-3.1-8B)" if j == 0 else None)  # type: ignore[arg-type]
         ax.annotate(f"paper: {p:.0f} %", (j, p), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
     ax.set_xticks(x, [g for g, _, _ in groups])
     ax.set_ylim(0, 100)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -121,9 +121,11 @@ class CompositionView:
         x = np.arange(len(shown))
         for j, (score, label, color) in enumerate((("correct", "first-token accuracy", "C0"),
                                                    ("french_fem", "French feminine is the most probable form", "C1"))):
-            v = [100 * ests[n][score].value for n in shown]
-            err = [[100 * (ests[n][score].value - ests[n][score].low) for n in shown],
-                   [100 * (ests[n][score].high - ests[n][score].value) for n in shown]]
+            # a method with a first-token number has both scores (both come from the same seeds)
+            es = cast("list[Estimate]", [ests[n][score] for n in shown])
+            v = [100 * e.value for e in es]
+            err = [[100 * (e.value - e.low) for e in es],
+                   [100 * (e.high - e.value) for e in es]]
             ax.bar(x + (j - 0.5) * 0.4, v, 0.4, yerr=err, capsize=3, color=color, label=label)
         ax.set_xticks(x, shown, rotation=30, ha="right")
         ax.set_ylim(0, 100)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,6 +20,9 @@ from ..stats import Estimate, proportion_estimate, seed_interval
 from .extracted import EXTRACTED_LABELS, compare_at_layer
 from .ltv_report import DID_NOT_TRAIN
 from .ltvs import correct_matrix, estimate_cell, task_mean
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 STYLE: dict[str, dict[str, Any]] = {
     "ltv": {"label": "LTV", "color": "C3", "marker": "o", "zorder": 3},
@@ -34,7 +37,7 @@ PAPER_MID: dict[str, float] = {"ltv": 83.49, "vanilla_tv": 37.80, "function_vect
 """The paper's middle-layer seven-task averages (Table 1, Llama-3.1-8B), in %."""
 
 
-def describe_setup(lm: Any, run_label: str, run: Any, plan: Any) -> str:
+def describe_setup(lm: LoadedModel, run_label: str, run: Any, plan: Any) -> str:
     """The set-up paragraph (Markdown): model, run label, the layers of each kind of vector and their sizes."""
     seeds, sweep_tasks, vtv, fvc = plan.seeds, list(plan.sweep_tasks), run.vanilla_tv, run.function_vector
     return (
@@ -182,7 +185,8 @@ def layer_comparisons(ltv: Mapping[tuple[str, int], np.ndarray], extracted: Mapp
     """Per swept layer with a trained LTV, :func:`~ltvlib.study.extracted.compare_at_layer` over the tasks where it
     trained; and the per-layer table (rows: layers; tasks, n, each method, the paired differences, the tasks left
     out), None without a sweep."""
-    by_layer, layer_rows = {}, {}
+    by_layer: dict[int, Any] = {}
+    layer_rows: dict[int, dict[str, Any]] = {}
     for layer in sweep_ltv_layers:
         here = [t for t in sweep_tasks if (t, layer) in ltv]
         if not here:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -30,6 +30,9 @@ from .flexibility import (
     task_mean_contrast,
 )
 from .ltv_report import DID_NOT_TRAIN
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 METHODS: dict[str, str] = {
     "ltv": "LTV",
@@ -63,6 +66,12 @@ def short(est: Estimate | None) -> str:
         return DID_NOT_TRAIN
     sign = "+" if est.difference else ""
     return f"{100 * est.value:{sign}.1f} [{100 * est.low:{sign}.1f}, {100 * est.high:{sign}.1f}]"
+
+
+def _known(est: Estimate | None) -> Estimate:
+    """``est``, which the caller knows was measured (a method every setting evaluates)."""
+    assert est is not None
+    return est
 
 
 def estimate_or(est: Estimate | None, missing: str = DID_NOT_TRAIN, **kw: Any) -> str:
@@ -104,7 +113,7 @@ class FlexView:
         ts = self.col_tasks[name]
         return f"all {len(ts)}" if ts == self.task_list else f"{len(ts)}: {', '.join(ts)}"
 
-    def measure(self, lm: Any, run: Any, *, n_test: int | None, seed: int) -> None:
+    def measure(self, lm: LoadedModel, run: Any, *, n_test: int | None, seed: int) -> None:
         """Fill ``results`` with :func:`~ltvlib.study.flexibility.setting_result` of every task in every column that
         covers it (cached measurements)."""
         for task in self.task_list:
@@ -146,12 +155,12 @@ class FlexView:
         if not common:
             return None, ()
         # an LTV's rows are training seeds even when there is one: a 1-seed column minus the 3-seed baseline has 1
-        rows = tuple("seeds" if m.startswith("ltv") else "auto" for m in (a[1], b[1]))
+        rows = ("seeds" if a[1].startswith("ltv") else "auto", "seeds" if b[1].startswith("ltv") else "auto")
         return task_mean_contrast({t: ma[t] for t in common}, {t: mb[t] for t in common}, weight=weight,
                                   rows=rows), tuple(common)
 
     # -- set-up ---------------------------------------------------------------------------------------------
-    def describe_setup(self, lm: Any, run_label: str, run: Any, flex: Any, n_test: int | None) -> str:
+    def describe_setup(self, lm: LoadedModel, run_label: str, run: Any, flex: Any, n_test: int | None) -> str:
         """The set-up paragraph (Markdown): model, run label, tasks, sizes, seeds and the columns' coverage."""
         n_new = sum(len(self.col_tasks[s.name]) * len(self.seeds_of(s)) for s in self.settings[1:] + self.late)
         return (
@@ -280,7 +289,8 @@ class FlexView:
         width = 0.16
         xs = np.arange(len(columns))
         for k, m in enumerate(METHODS):
-            vals, err = [], [[], []]
+            vals: list[float] = []
+            err: list[list[float]] = [[], []]
             for s in columns:
                 e = self.est_mean[s.name, m][0]
                 vals.append(100 * e.value if e else np.nan)
@@ -352,7 +362,7 @@ class FlexView:
     # -- the numbers the verdicts rest on -------------------------------------------------------------------
     def best_extracted(self, name: str) -> str:
         """The extracted method with the highest mean over tasks in setting ``name``."""
-        return max(EXTRACTED_METHODS, key=lambda m: self.est_mean[name, m][0].value)
+        return max(EXTRACTED_METHODS, key=lambda m: _known(self.est_mean[name, m][0]).value)
 
     def column_numbers(self, s: Setting) -> dict[str, Any]:
         """A column's numbers: ``best`` (extracted method), ``share`` (what it must keep of the baseline: the paper's
@@ -376,10 +386,11 @@ class FlexView:
             out = {}
             for t in task_list:
                 mats = [self.matrix(t, s.name, method, WHERE_V) for s in self.late]
-                if any(m is None for m in mats):
+                arrays = [m for m in mats if m is not None]
+                if len(arrays) < len(mats):
                     continue
-                k = min(m.shape[0] for m in mats)
-                out[t] = np.mean([m[:k].astype(float) for m in mats], axis=0)
+                k = min(m.shape[0] for m in arrays)
+                out[t] = np.mean([m[:k].astype(float) for m in arrays], axis=0)
             return out
 
         ltv = pooled("ltv")
@@ -406,7 +417,7 @@ class FlexView:
         lines = []
         base_est = est_mean["baseline", "ltv"][0]
         lines.append(f"- **baseline** ({settings[0].label}): LTV {estimate_or(base_est)}; "
-                     + ", ".join(f"{METHODS[m]} {format_estimate(est_mean['baseline', m][0])}"
+                     + ", ".join(f"{METHODS[m]} {format_estimate(_known(est_mean['baseline', m][0]))}"
                                  for m in (*EXTRACTED_METHODS, "none"))
                      + ". Paper (seven tasks): LTV 83.49 %, Vanilla TV 37.80 %, FV 37.30 %.")
         for s in settings[1:] + self.late:
@@ -426,7 +437,7 @@ class FlexView:
         icl_zs = est_mean[icl_name, "ltv_zero_shot_trained"][0]
         lines.append(
             f"- **On the {icl_shots}-shot prompt** (tasks: {self.coverage(icl_name)}) the prompt alone reaches "
-            f"{format_estimate(est_mean[icl_name, 'none'][0])}; the LTV trained on {icl_shots}-shot prompts "
+            f"{format_estimate(_known(est_mean[icl_name, 'none'][0]))}; the LTV trained on {icl_shots}-shot prompts "
             f"{estimate_or(est_mean[icl_name, 'ltv'][0])}, the zero-shot-trained LTV injected there "
             f"{estimate_or(icl_zs)}."
         )
@@ -437,8 +448,10 @@ class FlexView:
         if not s.paper_column:
             return "in the text only: the LTV keeps working there, the extracted vectors do not (no number)"
         p = {m: PAPER_TABLE1[m][s.paper_column] for m in PAPER_TABLE1}
+        baseline = self.settings[0].paper_column
+        assert baseline is not None  # the baseline setting is Table 1's first column
         return (f"LTV {p['ltv']:.2f} %, Vanilla TV {p['vanilla_tv']:.2f} %, FV {p['function_vector']:.2f} %; the LTV "
-                f"keeps {p['ltv'] / PAPER_TABLE1['ltv'][self.settings[0].paper_column]:.0%} of its baseline 83.49 % "
+                f"keeps {p['ltv'] / PAPER_TABLE1['ltv'][baseline]:.0%} of its baseline 83.49 % "
                 f"(Table 1, {s.paper_column}; Llama-3.1-8B, seven tasks)")
 
     def ours_text(self, x: Mapping[str, Any]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -32,13 +32,16 @@ from .generalization import (
 )
 from .ltv_report import DID_NOT_TRAIN
 
+if TYPE_CHECKING:
+    from ..models import LoadedModel
+
 Key = tuple[str, int]
 
 TRANSFER_PANELS: tuple[str, ...] = ("first-token accuracy (whole vocabulary)", "label-restricted accuracy")
 """The transfer figure's panels, top to bottom (the second only with classification targets)."""
 
 
-def describe_setup(lm: Any, run_label: str, run: Any, sizes: Any, csizes: Any) -> str:
+def describe_setup(lm: LoadedModel, run_label: str, run: Any, sizes: Any, csizes: Any) -> str:
     """The set-up paragraph (Markdown): model, site, run label, sizes, seeds per task, transfer and composition."""
     seed_plan: dict[tuple[int, ...], list[str]] = {}
     for t in sizes.tasks:
@@ -296,7 +299,7 @@ def snli_rte(transfer: Transfer, rand: Sequence[Mapping[str, Any]], zero: Mappin
     rte_cells = {
         "SNLI LTV on RTE (ours)": wilson(cell.correct) if snli_ok else None,
         rand_name: seed_interval([d["correct"] for d in rand], rows="draws"),
-        f"best other foreign LTV on RTE ({best_other})": wilson(other_cell.correct) if best_other else None,
+        f"best other foreign LTV on RTE ({best_other})": wilson(other_cell.correct) if other_cell is not None else None,
         "RTE zero-shot": Proportion(int(round(zero["rte"]["accuracy"] * zero["rte"]["n"])),
                                     zero["rte"]["n"]).estimate(),
         "RTE's own LTV": wilson(own_cell.correct) if rte_ok else None,

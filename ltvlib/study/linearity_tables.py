@@ -10,7 +10,7 @@ is untouched (its source keys the cached measurements).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -19,6 +19,9 @@ import pandas as pd
 from ..analysis.controls import control_excess
 from ..stats import Estimate, paired_bootstrap_difference, wilson_interval
 from ..tasks import get_task
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 Point = tuple[str, int]
 
@@ -34,7 +37,7 @@ ROTATION_PANELS: tuple[tuple[str, str], ...] = (("cos", "cos(v, Qv)"), ("align",
 """The rotation figure's panels, top to bottom: what is drawn and its axis label."""
 
 
-def describe_setup(lm: Any, run_label: str, run: Any, cfg: Any, n_draws: int, plan: Mapping[str, Sequence[int]],
+def describe_setup(lm: LoadedModel, run_label: str, run: Any, cfg: Any, n_draws: int, plan: Mapping[str, Sequence[int]],
                    label_tasks: Sequence[str]) -> str:
     """The set-up paragraph (Markdown): model, run label, the points, the fit's sizes and the control's draws."""
     return (
@@ -189,6 +192,7 @@ def rotation_excess(ctl: Mapping[Point, Any], sweep_task: str | None, sweep_ls: 
     (:func:`ltvlib.analysis.controls.control_excess`: keys ``ltv``, ``control``, ``excess``); None under 3 layers."""
     if len(sweep_ls) < 3:
         return None
+    assert sweep_task is not None  # sweep_layers gives layers only with a sweep task
     cos_own, cos_draws = control_values(ctl, sweep_task, "cos_theta_Qtheta", sweep_ls)
     return control_excess(cos_own, cos_draws, x=sweep_ls, statistic="slope", seed=seed)
 
@@ -199,6 +203,7 @@ def alignment_excess(ctl: Mapping[Point, Any], sweep_task: str | None, early_ls:
     their excess (keys ``ltv``, ``control``, ``excess``); None under 2 layers."""
     if len(early_ls) < 2:
         return None
+    assert sweep_task is not None  # sweep_layers gives layers only with a sweep task
     a_own = np.array([ctl[sweep_task, l]["control"]["ltv"]["alignment_Qtheta"]
                       - ctl[sweep_task, l]["control"]["ltv"]["alignment"] for l in early_ls])
     a_draws = np.array([[d["alignment_Qtheta"] - d["alignment"] for d in ctl[sweep_task, l]["control"]["draws"]]
@@ -218,6 +223,7 @@ def plot_rotation(ctl: Mapping[Point, Any], sweep_task: str | None, sweep_ls: Se
     vectors (mean, range). Returns the figure and its two axes, without titles or axis labels."""
     fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.2), sharex=True)
     if sweep_ls:
+        assert sweep_task is not None  # sweep_layers gives layers only with a sweep task
         for ax, (key, _) in zip(axes, ROTATION_PANELS):
             if key == "cos":
                 own, draws = control_values(ctl, sweep_task, "cos_theta_Qtheta", sweep_ls)
@@ -263,12 +269,15 @@ def lens_tables(res: Mapping[Point, Any], sweep_task: str | None,
     the lens variants, rows ``#1``...: the top tokens' reprs). Empty without a trained sweep."""
     if not sweep_ls:
         return []
+    assert sweep_task is not None  # sweep_layers gives layers only with a sweep task
+    labels = get_task(sweep_task).labels
+    assert labels is not None  # the sweep task is a classification task
     out = []
     for l in sorted({sweep_ls[0], sweep_ls[len(sweep_ls) // 2], sweep_ls[-1]}):
         r = res[sweep_task, l]
         lens = pd.DataFrame({name: [repr(tok) for tok in toks] for name, toks in r["lens"].items()})
         lens.index = [f"#{i + 1}" for i in range(len(lens))]
         caption = (f"**Logit lens, {sweep_task}, layer {l}** (top tokens of unembed(norm(v)); "
-                   f"label words: {', '.join(get_task(sweep_task).labels)})")
+                   f"label words: {', '.join(labels)})")
         out.append((caption, lens))
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -22,11 +22,14 @@ from ..stats import Estimate, Proportion, proportion_estimate, seed_interval
 from .ltv_report import DID_NOT_TRAIN
 from .ltvs import correct_matrix, estimate_cell, task_mean, task_mean_difference, task_splits
 
+if TYPE_CHECKING:
+    from ..models import LoadedModel
+
 PAPER_LTV_AVERAGE = 83.49
 """The paper's seven-task middle-layer LTV average on Llama-3.1-8B (%)."""
 
 
-def describe_setup(lm: Any, run_label: str, run: Any, seeds: Sequence[int]) -> str:
+def describe_setup(lm: LoadedModel, run_label: str, run: Any, seeds: Sequence[int]) -> str:
     """The set-up paragraph (Markdown): the model's geometry, dtype and device, the run label, sizes and seeds."""
     g = lm.geometry
     return (

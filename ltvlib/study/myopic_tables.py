@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -31,6 +31,9 @@ from .myopic import (
     steering_range,
 )
 from .tables import direction_name, ledger_cell, percent_interval, points
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 RESULT_COLUMNS: dict[str, str] = {
     "text_p_myopic": "P(myopic), option text",
@@ -58,7 +61,7 @@ def judged_items(sizes: Any, test: Sequence[Any]) -> int:
     return sizes.judge_items or len(test)
 
 
-def describe_setup(lm: Any, run_label: str, run: Any, sizes: Any, test: Sequence[Any], seed: int) -> str:
+def describe_setup(lm: LoadedModel, run_label: str, run: Any, sizes: Any, test: Sequence[Any], seed: int) -> str:
     """The chapter's set-up paragraph (Markdown): model, run label, task and split sizes, the held-out set's
     letters, each method's sizes, and the letter tokens."""
     mid = lm.middle_layer
@@ -232,7 +235,8 @@ def plot_letter_bias(table: Mapping[str, Any], methods: Sequence[str], ltv_ok: b
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     all_methods = ["zero_shot", *methods]
     for j, (d, color) in enumerate(zip(DIRECTIONS, ("C3", "C0"))):
-        vals, err = [], [[], []]
+        vals: list[float] = []
+        err: list[list[float]] = [[], []]
         for m in all_methods:
             row = next(r for r in table["rows"] if r["method"] == m and (r["direction"] in (d, None)))
             e = row["metrics"]["letter_says_a"]

@@ -10,15 +10,19 @@ in the chapter. The measuring modules are untouched (their source keys the cache
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ..stats import Estimate, paired_bootstrap_difference, wilson_interval
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 OV_COLUMNS: dict[str, str] = {"zero_shot": "zero-shot", "ltv": "LTV θ", "ov_raw": "θ_OV (paper)",
                               "mlp": "MLP control", "ov": "θ_OV scaled (ours)",
@@ -33,7 +37,7 @@ OV_BARS: list[tuple[str, str, str]] = [
     ("random", "random θ_OV (mean)", "C7"), ("mlp", "MLP control", "C2")]
 
 
-def describe_setup(lm: Any, run_label: str, run: Any, n_queries: int, label_list: Sequence[str],
+def describe_setup(lm: LoadedModel, run_label: str, run: Any, n_queries: int, label_list: Sequence[str],
                    open_list: Sequence[str], fraction: float, n_random: int, n_draws: int) -> str:
     """The set-up paragraph (Markdown): model geometry, run label, tasks, sizes and the controls' draws."""
     L, H = lm.n_layers, lm.geometry.n_heads
@@ -148,7 +152,7 @@ def pool_ov(ov: Mapping[str, Any], ovc: Mapping[str, Any], deciding: Sequence[st
     def correct_of(t: str, k: str, kind: str = "accuracy") -> Any:
         return ov[t]["proportions"][k][kind]["correct"]
 
-    c = {k: pooled(lambda t, k=k: correct_of(t, k), deciding) for k in ("zero_shot", "ltv", "ov_raw", "mlp")}
+    c = {k: pooled(functools.partial(correct_of, k=k), deciding) for k in ("zero_shot", "ltv", "ov_raw", "mlp")}
     rand = pooled(lambda t: [d["accuracy"]["correct"] for d in ovc[t]["draws"]], deciding)
     parts = {
         "θ_OV − zero-shot": paired_bootstrap_difference(c["ov_raw"], c["zero_shot"]),
@@ -159,7 +163,7 @@ def pool_ov(ov: Mapping[str, Any], ovc: Mapping[str, Any], deciding: Sequence[st
     intervals = dict(parts) | ({"share of the LTV's gain kept by θ_OV": share} if share is not None else {})
     # the same differences over the label words only: shown and recorded, not deciding (the paper's measure is
     # the whole vocabulary)
-    cl = {k: pooled(lambda t, k=k: correct_of(t, k, "label_accuracy"), deciding)
+    cl = {k: pooled(functools.partial(correct_of, k=k, kind="label_accuracy"), deciding)
           for k in ("zero_shot", "ov_raw", "mlp")}
     rand_l = pooled(lambda t: [d["label_accuracy"]["correct"] for d in ovc[t]["draws"]], deciding)
     intervals |= {
@@ -186,15 +190,20 @@ def plot_ov(ov: Mapping[str, Any], ovc: Mapping[str, Any], task_list: Sequence[s
             for t in task_list:
                 rec = ov[t]["proportions"]["ltv"][kind] if trained[t] else None
                 if rec is None:
-                    vals.append(np.nan), lo.append(0), hi.append(0)
+                    vals.append(np.nan)
+                    lo.append(0)
+                    hi.append(0)
                     continue
                 if k == "random":
                     d = [r[kind]["value"] for r in ovc[t]["draws"]]
                     v = float(np.mean(d))
-                    vals.append(100 * v), lo.append(100 * (v - min(d))), hi.append(100 * (max(d) - v))
+                    vals.append(100 * v)
+                    lo.append(100 * (v - min(d)))
+                    hi.append(100 * (max(d) - v))
                 else:
                     r = ov[t]["proportions"][k][kind]
-                    vals.append(100 * r["value"]), lo.append(100 * (r["value"] - r["low"]))
+                    vals.append(100 * r["value"])
+                    lo.append(100 * (r["value"] - r["low"]))
                     hi.append(100 * (r["high"] - r["value"]))
             ax.bar(x + (i - 2) * w, vals, w, yerr=[lo, hi], color=color, capsize=2, label=name)
         if kind == "accuracy":
@@ -267,7 +276,9 @@ def plot_ablation(kh: Mapping[str, Any], task_list: Sequence[str], trained: Mapp
         vals, lo, hi = [], [], []
         for t in task_list:
             if not trained[t]:
-                vals.append(np.nan), lo.append(0), hi.append(0)
+                vals.append(np.nan)
+                lo.append(0)
+                hi.append(0)
                 continue
             arrs = [np.asarray(a, dtype=float) for a in get(kh[t])]
             if len(arrs) == 1:
@@ -277,7 +288,9 @@ def plot_ablation(kh: Mapping[str, Any], task_list: Sequence[str], trained: Mapp
             else:
                 means = [a.mean() for a in arrs]
                 v, a, b = float(np.mean(means)), min(means), max(means)
-            vals.append(100 * v), lo.append(100 * (v - a)), hi.append(100 * (b - v))
+            vals.append(100 * v)
+            lo.append(100 * (v - a))
+            hi.append(100 * (b - v))
         ax.bar(x + (i - 1) * 0.25, vals, 0.25, yerr=[lo, hi], color=color, capsize=2, label=name)
     for y, txt, color in ((83, "paper (Llama-3.1-8B): LTV 83 %", "C3"), (51, "paper: key heads 51 %", "C0"),
                           (78, "paper: random heads 78 %", "C2")):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,6 +20,9 @@ import pandas as pd
 from ..analysis.peft_compare import correct_matrix, parameter_formula, parameter_units, race_curve, race_ltv
 from ..stats import Estimate, format_estimate, paired_bootstrap_difference, seed_interval
 from .ltv_report import DID_NOT_TRAIN
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 LTV = "ltv"
 COLORS: dict[str, str] = {"ltv": "C3", "prompt_tuning": "C2", "prefix_tuning": "C0", "lora": "C1"}
@@ -30,7 +33,7 @@ TIME_AXES: tuple[tuple[str, str], ...] = (("samples", "training samples seen"),
 """The time-to-accuracy figure's two panels per task: the curve's x key and its axis label."""
 
 
-def describe_setup(lm: Any, run_label: str, sizes: Any, methods: Sequence[Any], task_list: Sequence[str],
+def describe_setup(lm: LoadedModel, run_label: str, sizes: Any, methods: Sequence[Any], task_list: Sequence[str],
                    seeds: Sequence[int]) -> str:
     """The set-up paragraph (Markdown): model geometry, run label, the race's methods, seeds, budget, stopping rule
     and test queries."""
@@ -51,7 +54,7 @@ def describe_setup(lm: Any, run_label: str, sizes: Any, methods: Sequence[Any], 
     )
 
 
-def parameters_table(lm: Any, methods: Sequence[Any]) -> pd.DataFrame:
+def parameters_table(lm: LoadedModel, methods: Sequence[Any]) -> pd.DataFrame:
     """Per method (index): its setting, trainable parameters, in units of d, the formula and the learning rate."""
     rows = []
     for m in methods:
