@@ -209,7 +209,8 @@ def test_batch_schedule_is_train_ltvs(llama, monkeypatch):
         return original(self, index, edits, answers=answers, **kw)
 
     monkeypatch.setattr(PromptRunner, "run", spy)
-    config = with_config(SCHEDULE, patience=99, samples_per_epoch=12)  # 12 > 10: an epoch wraps around
+    # 12 > 10: an epoch wraps around; one run (a retry of a run that did not train would repeat the schedule)
+    config = with_config(SCHEDULE, patience=99, samples_per_epoch=12, retries_without_progress=0)
     train_ltv(llama, "antonym", recipe=config, seed=3, splits=splits, progress=False)
     expected = [b for epoch in pc.batch_schedule(10, config, 3) for b in epoch]
     assert seen == expected

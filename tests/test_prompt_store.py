@@ -12,7 +12,9 @@ from ltvlib.ltv import FAST_RECIPE, PAPER_RECIPE, train_ltv, with_config
 from ltvlib.prompt_store import PromptStore
 from ltvlib.tasks import load_splits
 
-CONFIG = with_config(FAST_RECIPE, epochs=2, samples_per_epoch=32, batch_size=8, patience=5, lr=3.0)
+# one run per vector (no retry of a run that does not train): the store counts and the schedule are per run
+CONFIG = with_config(FAST_RECIPE, epochs=2, samples_per_epoch=32, batch_size=8, patience=5, lr=3.0,
+                     retries_without_progress=0)
 
 
 def _splits():
