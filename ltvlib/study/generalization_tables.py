@@ -264,7 +264,7 @@ def plot_transfer(transfer: Transfer, zero: Mapping[str, Mapping[str, Any]]) -> 
 
 def wilson(correct: Sequence[float]) -> Estimate:
     """The Wilson estimate of per-query 0/1 flags."""
-    return Proportion(int(round(sum(correct))), len(correct)).estimate()
+    return Proportion(int(round(sum(correct))), len(correct)).estimate()  # noqa: RUF046 (numpy < 2 rounds to a float)
 
 
 @dataclass
@@ -300,10 +300,10 @@ def snli_rte(transfer: Transfer, rand: Sequence[Mapping[str, Any]], zero: Mappin
         "SNLI LTV on RTE (ours)": wilson(cell.correct) if snli_ok else None,
         rand_name: seed_interval([d["correct"] for d in rand], rows="draws"),
         f"best other foreign LTV on RTE ({best_other})": wilson(other_cell.correct) if other_cell is not None else None,
-        "RTE zero-shot": Proportion(int(round(zero["rte"]["accuracy"] * zero["rte"]["n"])),
+        "RTE zero-shot": Proportion(int(round(zero["rte"]["accuracy"] * zero["rte"]["n"])),  # noqa: RUF046 (numpy < 2 rounds to a float)
                                     zero["rte"]["n"]).estimate(),
         "RTE's own LTV": wilson(own_cell.correct) if rte_ok else None,
-        "always the majority label": Proportion(int(round(majority * n_rte)), n_rte).estimate(),
+        "always the majority label": Proportion(int(round(majority * n_rte)), n_rte).estimate(),  # noqa: RUF046 (numpy < 2 rounds to a float)
     }
     lab_cells = {
         "SNLI LTV on RTE (ours)": wilson(cell.label_correct) if snli_ok else None,
@@ -345,4 +345,4 @@ def foreign_pooled(off: pd.DataFrame) -> Estimate | None:
     rest = [r for r in off.itertuples() if not (r.source == "snli" and r.target == "rte") and not pd.isna(r.accuracy)]
     if not rest:
         return None
-    return Proportion(int(round(sum(sum(r.correct) for r in rest))), sum(len(r.correct) for r in rest)).estimate()
+    return Proportion(int(round(sum(sum(r.correct) for r in rest))), sum(len(r.correct) for r in rest)).estimate()  # noqa: RUF046 (numpy < 2 rounds to a float)
