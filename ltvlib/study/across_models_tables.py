@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..stats import Estimate, paired_bootstrap_difference, proportion_estimate
 from .across_models import EXTRACTED
+from .extracted_tables import STYLE  # each method drawn as chapter 01 draws it
 
 METHODS: dict[str, str] = {"ltv": "LTV", "vanilla_tv": "Vanilla TV", "vanilla_tv_difference": "Vanilla TV diff.",
                            "function_vector": "FV"}
@@ -26,15 +27,6 @@ METHODS: dict[str, str] = {"ltv": "LTV", "vanilla_tv": "Vanilla TV", "vanilla_tv
 
 PAPER: dict[str, float] = {"ltv": 83.49, "vanilla_tv": 37.80, "function_vector": 37.30}
 """Table 1 of the paper, Llama-3.1-8B, seven-task average (%)."""
-
-STYLE: dict[str, dict[str, Any]] = {
-    "ltv": {"label": "LTV", "color": "C3", "marker": "o", "zorder": 3},
-    "vanilla_tv": {"label": "Vanilla TV (replace)", "color": "C0", "marker": "s"},
-    "vanilla_tv_difference": {"label": "Vanilla TV (difference)", "color": "C0", "marker": "s", "ls": "--",
-                              "mfc": "none"},
-    "function_vector": {"label": "FV", "color": "C2", "marker": "^"},
-}
-"""Line style per method in the layer-sweep figure."""
 
 MIDDLE_BARS: dict[str, str] = {"zero-shot": "zero-shot", "LTV": "ltv", "Vanilla TV": "vanilla_tv",
                                "Vanilla TV diff.": "vanilla_tv_difference", "FV": "function_vector"}
