@@ -352,7 +352,7 @@ def _touch_source(package: Path, module: str) -> None:
 
 
 def test_analysis_edit_keeps_ltv_cache_and_trainer_edit_invalidates_it(
-    llama, package_copy: Path, tmp_cache: Path, training_calls: list[str]
+    llama, package_copy: Path, tmp_cache: Path, training_calls: list[str], parse_once: None
 ) -> None:
     first = _cached(llama)
     assert training_calls == ["antonym"]
