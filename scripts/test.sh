@@ -3,7 +3,7 @@
 # mypy runs first (config: [tool.mypy] in pyproject.toml); a type error fails the script before any test runs.
 # Real-model tests (marker `realmodel`) run by default; the fast tier (tiny random models) skips them:
 #   bash scripts/test.sh -m "not realmodel"
-# Extra args go to pytest.
+# Extra args go to pytest (LTV_TEST_WORKERS=1 runs it in one process, e.g. to use --pdb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Idle OpenMP threads sleep instead of spinning: spinning threads of concurrent torch processes thrash.
@@ -13,4 +13,15 @@ bash scripts/book.sh --setup-only
 # shellcheck disable=SC1091
 source "${VENV:-.venv}/bin/activate"
 python -m mypy
+
+# Tests run in LTV_TEST_WORKERS processes (pytest-xdist; default: one per core, at most 2, 1 = no xdist), each
+# with an equal share of the cores as its BLAS/OpenMP threads: most tests are small models whose time is Python,
+# not matrix products, so two processes finish in about half the time of one process with two threads.
+cores="$(python -c 'import os; print(len(os.sched_getaffinity(0)))')"
+workers="${LTV_TEST_WORKERS:-$(( cores < 2 ? cores : 2 ))}"
+if (( workers > 1 )); then
+    threads=$(( cores / workers > 0 ? cores / workers : 1 ))
+    export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads"
+    exec python -m pytest -ra -n "$workers" "$@"
+fi
 exec python -m pytest -ra "$@"

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -345,13 +346,21 @@ CLAIMS_FILES = sorted((ROOT / book.CLAIMS_DIR).glob("*.json"))
 _BY_NAME = {c.name: c for c in book.read_chapters(ROOT)}
 
 
+@functools.cache
+def _outputs_current(name: str) -> bool:
+    # book.outputs_current hashes the library code the chapter imports (parsing every module on the way), about
+    # a second a chapter; four checks per chapter ask, and none of what it reads (the committed notebook, the
+    # chapter's source, the library) changes during a session (the repository guard fails a test that changes it)
+    return book.outputs_current(ROOT, _BY_NAME[name])
+
+
 def skip_if_stale(name: str) -> None:
     """Checks of executed outputs apply to chapters whose committed notebook is current (``book.outputs_current``):
     a stale one predates its source or library code, and ``bash scripts/book.sh`` re-executes it."""
     chapter = _BY_NAME.get(name)
     if chapter is None:
         pytest.fail(f"{name}: a claims file for a chapter that is not in _toc.yml")
-    if not book.outputs_current(ROOT, chapter):
+    if not _outputs_current(name):
         pytest.skip(f"{name}: committed outputs are stale (source or library changed since execution); "
                     "bash scripts/book.sh re-executes it")
 LEVELS = ("reproduced", "partly", "not reproduced", "inconclusive", "not testable at this scale")

@@ -313,6 +313,23 @@ def _cached_at(lm, positions):
 
 
 @pytest.fixture
+def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cache._imported`` (one file's ltvlib imports, read from its syntax tree) memoised on the package folder,
+    the file and its bytes: each version of a file is parsed once, an edited file is parsed again. The closures
+    and hashes are the library's own; only the repeated parsing of unchanged files, most of these tests' time
+    when every module's closure is taken, is skipped."""
+    real, memo = cache._imported, {}
+
+    def imported(path: Path) -> set[Path]:
+        key = (cache._PKG_DIR, path, path.read_bytes())
+        if key not in memo:
+            memo[key] = frozenset(real(path))
+        return set(memo[key])
+
+    monkeypatch.setattr(cache, "_imported", imported)
+
+
+@pytest.fixture
 def package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A copy of the ltvlib sources that the key functions hash instead of the real package (the code that
     runs stays the real one); the memoised hashes are cleared before and after."""
@@ -335,7 +352,7 @@ def _touch_source(package: Path, module: str) -> None:
 
 
 def test_analysis_edit_keeps_ltv_cache_and_trainer_edit_invalidates_it(
-    llama, package_copy: Path, tmp_cache: Path, training_calls: list[str]
+    llama, package_copy: Path, tmp_cache: Path, training_calls: list[str], parse_once: None
 ) -> None:
     first = _cached(llama)
     assert training_calls == ["antonym"]
@@ -406,7 +423,7 @@ def test_a_chapter_stamp_follows_the_modules_the_chapter_imports(package_copy: P
     assert cache.script_dependency_hash(chapter) != before
 
 
-def test_editing_analysis_study_or_book_keeps_the_trainer_key(package_copy: Path) -> None:
+def test_editing_analysis_study_or_book_keeps_the_trainer_key(package_copy: Path, parse_once: None) -> None:
     """The point of the folders: the trainer's key (:func:`code_version`, ``dependency_hash("ltvlib.ltv")``) is
     the core's source only, so an edit to any file under ``analysis/``, ``study/`` or ``book/`` leaves every
     trained vector valid, while an edit to the trainer invalidates them; a study's own results follow the
@@ -435,7 +452,7 @@ def test_editing_analysis_study_or_book_keeps_the_trainer_key(package_copy: Path
     assert cache.dependency_hash("ltvlib.ltv") != trainer
 
 
-def test_layers_import_one_way() -> None:
+def test_layers_import_one_way(parse_once: None) -> None:
     """core (top level, baselines/) imports none of analysis/, study/, book/; analysis/ imports no study/ or book/;
     study/ no book/: what each layer's results depend on stays below it."""
     allowed = {"core": {"baselines"}, "analysis": {"baselines", "analysis"},

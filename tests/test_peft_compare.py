@@ -19,9 +19,21 @@ def all_methods(lm):
     return pc.equal_budget_methods(lm) + pc.usual_methods(lm) + pc.default_methods(lm)
 
 
+# Test splits cut to a few prompts: no check here depends on their number (the full files hold 872 SST-2 and
+# 1,398 Antonym test prompts, and every train_and_measure scores all of them, which cost most of this file's time);
+# 20 with eval batches of 8 also scores a last, partial batch.
+N_TEST = 20
+
+
 @pytest.fixture(scope="module")
 def prepared_llama(llama):
-    return pc.prepare(llama, load_splits("antonym", n_train=32, n_val=8))
+    return pc.prepare(llama, load_splits("antonym", n_train=32, n_val=8, n_test=N_TEST))
+
+
+@pytest.fixture(scope="module")
+def prepared_sst2(tiny):
+    """SST-2 prompts of different lengths (for the padding checks) on either tiny model; read, never changed."""
+    return pc.prepare(tiny, load_splits("sst2", n_train=32, n_val=8, n_test=N_TEST))
 
 
 def test_parameter_counts_match_the_formula(tiny):
@@ -94,10 +106,10 @@ def _replay(result):
     return len(result["curve"]), stopper.best
 
 
-def test_every_method_runs_under_the_same_rule_and_budget(tiny):
+def test_every_method_runs_under_the_same_rule_and_budget(tiny, prepared_sst2):
     """LTV, prefix tuning and LoRA: the same samples, the same validation points, the same metric (balanced
     accuracy on a classification task), the rule's stopping decision, and time-to-accuracy curves."""
-    prepared = pc.prepare(tiny, load_splits("sst2", n_train=32, n_val=8))
+    prepared = prepared_sst2
     names = ("ltv", "prefix-1", "lora-r8-qv")
     methods = [m for m in pc.race_methods(tiny) if m.name in names]
     full = pc.StoppingRule(val_every=6, patience=99)
@@ -165,10 +177,10 @@ def test_shared_model_is_not_modified(llama):
 
 
 @pytest.mark.parametrize("name", ["prompt-10", "prefix-10", "lora-r8-qkvo"])
-def test_batched_equals_unbatched(tiny, name):
+def test_batched_equals_unbatched(tiny, prepared_sst2, name):
     # left padding and the positions that skip it: a prompt's logits do not depend on its batch-mates
     method = next(m for m in all_methods(tiny) if m.name == name)
-    prepared = pc.prepare(tiny, load_splits("sst2", n_train=32, n_val=8))  # prompts of different lengths
+    prepared = prepared_sst2  # prompts of different lengths
     trainee = pc.make_trainee(tiny, method, init_range=0.1, seed=0)
     try:
         with torch.no_grad():
@@ -241,7 +253,7 @@ def test_bad_methods_are_refused():
 def test_prefix_starts_as_the_models_own_keys_and_values(tiny):
     # initialised from random tokens' keys/values: before training, prefix + prompt = the model on tokens + prompt
     method = next(m for m in all_methods(tiny) if m.name == "prefix-10")
-    prepared = pc.prepare(tiny, load_splits("sst2", n_train=8, n_val=4))
+    prepared = pc.prepare(tiny, load_splits("sst2", n_train=8, n_val=4, n_test=4))
     trainee = pc.make_trainee(tiny, method, init_range=0.1, seed=0)
     try:
         with torch.no_grad():
@@ -256,10 +268,10 @@ def test_prefix_starts_as_the_models_own_keys_and_values(tiny):
 # ------------------------------------------------------------------------------------------- the race
 
 
-def test_train_and_measure_records_what_the_race_needs(tiny):
+def test_train_and_measure_records_what_the_race_needs(tiny, prepared_sst2):
     """Per-query correctness (the paired comparisons' input), whether the run trained, and whether the rule
     stopped it: the last two replayed from the recorded validation scores."""
-    prepared = pc.prepare(tiny, load_splits("sst2", n_train=32, n_val=8))
+    prepared = prepared_sst2
     method = next(m for m in pc.race_methods(tiny) if m.name == "ltv")
     for rule in (pc.StoppingRule(val_every=4, patience=1), pc.StoppingRule(val_every=4, patience=99)):
         r = pc.train_and_measure(tiny, prepared, method, SCHEDULE, seed=2, eval_batch=8, rule=rule)

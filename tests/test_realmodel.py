@@ -1,6 +1,8 @@
 """Slow tests on the real embedded models (marker ``realmodel``; CI runs them).
 
-Vectors are trained fresh here (never read from a cache), so the tests check training, not a file on disk.
+Vectors are trained fresh here (never read from a cache), so the tests check training, not a file on disk. The
+one exception is the chapters' smoke execution when ``LTV_TEST_SMOKE_CACHE`` names a folder (see
+:func:`smoke_cache`): CI's second run then executes every chapter on the cache its first run filled.
 """
 
 from __future__ import annotations
@@ -68,12 +70,32 @@ def test_gemma3_loads_and_a_vector_changes_its_output():
 
 @pytest.fixture(scope="module")
 def smoke_cache(tmp_path_factory: pytest.TempPathFactory):
-    """A fresh cache for the chapters (no stale vectors or results) that shares the dequantised models."""
+    """The cache the chapters run on: it shares the dequantised models and nothing else with the user's cache.
+
+    By default a fresh, empty folder of this pytest session (every vector and result computed here; shared by
+    the xdist workers, so that a chapter reuses the vectors an earlier chapter trained, whichever worker ran
+    it). When ``LTV_TEST_SMOKE_CACHE`` names a folder, that folder is used and kept: `.ci/run` creates an empty
+    one for its two runs of the suite, so the first run executes every chapter from a cold cache and the second
+    on the cache the first filled (the path a reader's rebuild takes; cache keys follow the code and data,
+    tests/test_cache.py). Running both from cold would only repeat the first run's 20 minutes.
+    """
     load_model("smollm2-135m", device="cpu")  # make sure the model folder exists
     from ltvlib.cache import cache_root
 
-    fresh = tmp_path_factory.mktemp("ltv-cache")
-    (fresh / "models").symlink_to(cache_root() / "models", target_is_directory=True)
+    shared = os.environ.get("LTV_TEST_SMOKE_CACHE")
+    if shared:
+        fresh = Path(shared)
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        # the workers' base temp folders (popen-gw0, ...) share their parent, which is this session's
+        fresh = tmp_path_factory.getbasetemp().parent / "ltv-smoke-cache"
+    else:
+        fresh = tmp_path_factory.mktemp("ltv-cache")
+    fresh.mkdir(parents=True, exist_ok=True)
+    models = fresh / "models"
+    try:
+        models.symlink_to(cache_root() / "models", target_is_directory=True)
+    except FileExistsError:  # the other worker, or the first of CI's two runs, made it
+        pass
     old = os.environ.get("LTV_CACHE_DIR")
     os.environ["LTV_CACHE_DIR"] = str(fresh)
     yield fresh
