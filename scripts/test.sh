@@ -22,6 +22,8 @@ workers="${LTV_TEST_WORKERS:-$(( cores < 2 ? cores : 2 ))}"
 if (( workers > 1 )); then
     threads=$(( cores / workers > 0 ? cores / workers : 1 ))
     export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads"
-    exec python -m pytest -ra -n "$workers" "$@"
+    # worksteal, not xdist's default `load`: `load` left the chapters' smoke runs (12 minutes) queued on one
+    # worker while the other idled (tests/conftest.py, pytest_collection_modifyitems, has the measurements)
+    exec python -m pytest -ra -n "$workers" --dist worksteal "$@"
 fi
 exec python -m pytest -ra "$@"
