@@ -14,8 +14,11 @@ made, and ``lr`` is the kept run's. Recipes:
 A recipe is chosen by the validation score its early stopping saw (``val``: balanced accuracy for
 classification tasks, accuracy otherwise), never by the test accuracy printed beside it.
 
-In-process prompt caches are cleared before each vector, so each vector's wall time includes building its
-own (as ``LearnedTaskVector.seconds`` does). Prints a Markdown table (one row per task, layer and recipe)
+In-process prompt caches (the prompt store and the older per-call-site runners) are cleared before each
+vector, so each vector's wall time includes building its own (as ``LearnedTaskVector.seconds`` does);
+``--share-store`` keeps the prompt store across vectors instead (as a layer sweep or a chapter uses it: the first
+vector of a task builds the entries, later layers and recipes reuse them), so the later rows show what one more
+vector costs. Prints a Markdown table (one row per task, layer and recipe)
 and, per task and layer, the best recipe and the default's gap to it.
 
     OMP_NUM_THREADS=1 python bench/layer_recipes.py                       # the full grid (hours)
@@ -31,7 +34,7 @@ import argparse
 import time
 
 from ltvlib import ltv as L
-from ltvlib import memo
+from ltvlib import memo, prompt_store
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.models import load_model
 from ltvlib.stats import Proportion
@@ -69,6 +72,8 @@ def main() -> None:
     ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, from {', '.join(RECIPES)}")
     ap.add_argument("--n-test", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--share-store", action="store_true",
+                    help="keep the prompt store across vectors (later rows then exclude building it)")
     args = ap.parse_args()
     recipes = args.recipes.split(",")
     for name in recipes:
@@ -76,7 +81,8 @@ def main() -> None:
             raise SystemExit(f"unknown recipe {name!r}; allowed: {', '.join(RECIPES)}")
     lm = load_model(args.model, device="cpu")
     layers = [resolve_layer(s, lm.n_layers) for s in args.layers.split(",")]
-    print(f"model {lm.name} ({lm.n_layers} layers); test queries {args.n_test}; seed {args.seed}\n")
+    print(f"model {lm.name} ({lm.n_layers} layers); test queries {args.n_test}; seed {args.seed}; prompt store "
+          f"{'shared across vectors' if args.share_store else 'cleared before each vector'}\n")
     print("| task | layer | stream RMS | recipe | lr | init | val (start -> best) | test acc [95 % CI] | trained | "
           "best at step | steps | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     summary = []
@@ -87,6 +93,8 @@ def main() -> None:
             accs, vals = {}, {}
             for name in recipes:
                 memo.entries(lm, "ltv.runners").clear()
+                if not args.share_store:
+                    prompt_store.STORE.clear()
                 start = time.perf_counter()
                 try:
                     ltv = L.train_ltv(lm, task, layers=[layer], recipe=RECIPES[name], seed=args.seed, splits=splits,
