@@ -72,6 +72,8 @@ def main() -> None:
     ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, from {', '.join(RECIPES)}")
     ap.add_argument("--n-test", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=None,
+                    help="override every recipe's maximum number of epochs (e.g. a longer budget for the fast recipes)")
     ap.add_argument("--share-store", action="store_true",
                     help="keep the prompt store across vectors (later rows then exclude building it)")
     args = ap.parse_args()
@@ -82,7 +84,8 @@ def main() -> None:
     lm = load_model(args.model, device="cpu")
     layers = [resolve_layer(s, lm.n_layers) for s in args.layers.split(",")]
     print(f"model {lm.name} ({lm.n_layers} layers); test queries {args.n_test}; seed {args.seed}; prompt store "
-          f"{'shared across vectors' if args.share_store else 'cleared before each vector'}\n")
+          f"{'shared across vectors' if args.share_store else 'cleared before each vector'}"
+          f"{'' if args.epochs is None else f'; at most {args.epochs} epochs'}\n")
     print("| task | layer | stream RMS | recipe | lr | init | val (start -> best) | test acc [95 % CI] | trained | "
           "best at step | steps | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     summary = []
@@ -97,7 +100,8 @@ def main() -> None:
                     prompt_store.STORE.clear()
                 start = time.perf_counter()
                 try:
-                    ltv = L.train_ltv(lm, task, layers=[layer], recipe=RECIPES[name], seed=args.seed, splits=splits,
+                    recipe = RECIPES[name] if args.epochs is None else L.with_config(RECIPES[name], epochs=args.epochs)
+                    ltv = L.train_ltv(lm, task, layers=[layer], recipe=recipe, seed=args.seed, splits=splits,
                                       progress=False)
                 except L.TrainingDivergedError as exc:  # a row of the table, not the end of the grid
                     print(f"| {task} | {layer} | | {name} | | | | diverged: {exc} | no | | | "
