@@ -39,7 +39,7 @@ def _repository_unchanged() -> Iterator[None]:
     yield from repository_guard(Path(__file__).resolve().parents[1])
 
 
-# The chapters' smoke executions take 20-160 s each (CI log of 2026-12-02, run 1 of .ci/run: 07 157 s, 06 150,
+# The chapters' smoke executions take 20-160 s each (a timestamped rerun of .ci/run's run 1, 2026-12-03: 07 157 s, 06 150,
 # 08 100, 02 85, 03 72, 01 56, 05 55, 00 37, 04 22) against well under a second for most tests. Under
 # pytest-xdist's default `load` scheduling they all sat queued on one worker at the end of the run while the
 # other idled (run 1: 1013 s, load average ~1). scripts/test.sh schedules with `--dist worksteal` (an idle worker
