@@ -3,8 +3,13 @@
 For each task, layer and recipe, trains one LTV (added at the block input of that layer, last token) on the
 seeded 600/400 split from seed 0 and evaluates it on the first ``--n-test`` test queries (first-token
 accuracy with its 95 % Wilson interval). A fast-recipe run that did not train is retried at a third of the
-learning rate, at most twice (``TrainConfig.retries_without_progress``): ``trained`` then says how many runs were
-made, and ``lr`` is the kept run's. Recipes:
+learning rate, at most twice (``TrainConfig.retries_without_progress``); where the library has
+``TrainConfig.budget_retry_lr_factor`` (a candidate on the ``s16-budget-retry`` branch, not in ``main``), a run that
+trained but was ended by its budget rather than by patience is run once more at three times the learning rate and
+the one with the better validation score kept. ``trained`` then says how many runs were made (with the factors of
+the recipe's learning rate and which run was kept, where the library records them); ``lr`` is the kept run's.
+``--single-run`` turns every retry off, so that each row is one run at its recipe's step size
+(``bench/step_rules.py`` compares retry rules from such rows). Recipes:
 
 - ``default``: the fast recipe (``ltvlib.ltv.FAST_RECIPE``), steps relative to the stream's RMS at the layer;
 - ``paper``: the released recipe (absolute lr 5e-3, batch 1; about 5 minutes per vector on a CPU);
@@ -19,7 +24,9 @@ vector, so each vector's wall time includes building its own (as ``LearnedTaskVe
 ``--share-store`` keeps the prompt store across vectors instead (as a layer sweep or a chapter uses it: the first
 vector of a task builds the entries, later layers and recipes reuse them), so the later rows show what one more
 vector costs. Prints a Markdown table (one row per task, layer and recipe)
-and, per task and layer, the best recipe and the default's gap to it.
+and, per task and layer, the best recipe and the default's gap to it. ``stopped by`` says what ended the kept run
+(patience or its budget); ``val score`` is the validation score early stopping and the retries compare (balanced
+accuracy for classification tasks, accuracy otherwise).
 
     OMP_NUM_THREADS=1 python bench/layer_recipes.py                       # the full grid (hours)
     python bench/layer_recipes.py --recipes default,lr/3,lr*3 --tasks trec,antonym --layers 0,15,29
@@ -64,6 +71,31 @@ def resolve_layer(spec: str, n_layers: int) -> int:
     return layer
 
 
+def stopped_by(ltv: L.LearnedTaskVector) -> str:
+    """What ended the kept run: ``"patience"`` or ``"budget"`` (libraries without ``stopped_by`` derive it from the
+    curve: patience ended a run once ``patience`` epochs after its best, counted after a gain, passed without a
+    better score)."""
+    recorded = getattr(ltv, "stopped_by", "")
+    if recorded:
+        return recorded
+    epochs = [c for c in ltv.curve if "val_score" in c]
+    best_epoch = next((int(c["epoch"] or 0) for c in epochs if c["step"] == ltv.steps_to_best), 0)
+    counting = ltv.trained or not ltv.config.patience_after_gain
+    return "patience" if counting and int(epochs[-1]["epoch"] or 0) - best_epoch >= ltv.config.patience else "budget"
+
+
+def runs_note(ltv: L.LearnedTaskVector) -> str:
+    """`` (2 runs: x1, x3; kept x3)`` for a vector trained more than once, else ``""``."""
+    if ltv.attempts <= 1:
+        return ""
+    factors = getattr(ltv, "attempt_lr_factors", None) or ()
+    kept = getattr(ltv, "kept_attempt", None)
+    kept = kept if kept is not None else ltv.attempts - 1
+    if not factors:
+        return f" ({ltv.attempts} runs)"
+    return f" ({ltv.attempts} runs: {', '.join(f'x{f:.3g}' for f in factors)}; kept x{factors[kept]:.3g})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m")
@@ -74,6 +106,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=None,
                     help="override every recipe's maximum number of epochs (e.g. a longer budget for the fast recipes)")
+    ap.add_argument("--single-run", action="store_true",
+                    help="no retries (neither at smaller steps after a run that did not train nor at larger steps "
+                         "after a run its budget ended): each row is one run at its recipe's learning rate, so that "
+                         "rules that choose among runs can be compared offline")
     ap.add_argument("--share-store", action="store_true",
                     help="keep the prompt store across vectors (later rows then exclude building it)")
     args = ap.parse_args()
@@ -85,9 +121,11 @@ def main() -> None:
     layers = [resolve_layer(s, lm.n_layers) for s in args.layers.split(",")]
     print(f"model {lm.name} ({lm.n_layers} layers); test queries {args.n_test}; seed {args.seed}; prompt store "
           f"{'shared across vectors' if args.share_store else 'cleared before each vector'}"
-          f"{'' if args.epochs is None else f'; at most {args.epochs} epochs'}\n")
+          f"{'' if args.epochs is None else f'; at most {args.epochs} epochs'}"
+          f"{'; single runs (no retries)' if args.single_run else ''}\n")
     print("| task | layer | stream RMS | recipe | lr | init | val (start -> best) | test acc [95 % CI] | trained | "
-          "best at step | steps | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+          "best at step | steps | wall (s) | stopped by | val score |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+          flush=True)
     summary = []
     for task in args.tasks.split(","):
         splits = load_splits(task, seed=0)
@@ -101,11 +139,16 @@ def main() -> None:
                 start = time.perf_counter()
                 try:
                     recipe = RECIPES[name] if args.epochs is None else L.with_config(RECIPES[name], epochs=args.epochs)
+                    if args.single_run:
+                        no_retries: dict = {"retries_without_progress": 0}
+                        if hasattr(recipe, "budget_retry_lr_factor"):  # library versions before it have none
+                            no_retries["budget_retry_lr_factor"] = None
+                        recipe = L.with_config(recipe, **no_retries)
                     ltv = L.train_ltv(lm, task, layers=[layer], recipe=recipe, seed=args.seed, splits=splits,
                                       progress=False)
                 except L.TrainingDivergedError as exc:  # a row of the table, not the end of the grid
                     print(f"| {task} | {layer} | | {name} | | | | diverged: {exc} | no | | | "
-                          f"{time.perf_counter() - start:.0f} |", flush=True)
+                          f"{time.perf_counter() - start:.0f} | diverged | |", flush=True)
                     continue
                 wall = time.perf_counter() - start
                 r = evaluate(test, ltv.edits())
@@ -115,7 +158,8 @@ def main() -> None:
                 print(f"| {task} | {layer} | {'' if rms is None else f'{rms:.3g}'} | {name} | "
                       f"{ltv.effective_lr[0]:.3g} | {ltv.effective_init[0]:.3g} | "
                       f"{100 * ltv.start_val_accuracy:.1f} -> {100 * ltv.best_val_accuracy:.1f} | {acc} | "
-                      f"{'yes' if ltv.trained else 'no'}{f' ({ltv.attempts} runs)' if ltv.attempts > 1 else ''} | {ltv.steps_to_best} | {ltv.steps} | {wall:.0f} |", flush=True)
+                      f"{'yes' if ltv.trained else 'no'}{runs_note(ltv)} | {ltv.steps_to_best} | {ltv.steps} | {wall:.0f} | "
+                      f"{stopped_by(ltv)} | {100 * ltv.best_val_score:.2f} |", flush=True)
             summary.append((task, layer, accs, vals))
     print("\n| task | layer | best recipe by validation | its test acc | best test acc | default | "
           "default - best test (points) |\n|---|---|---|---|---|---|---|")
