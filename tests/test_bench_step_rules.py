@@ -59,3 +59,8 @@ def test_tables_are_read_with_their_seed_and_columns(tmp_path):
     (tmp_path / "old.md").write_text("model smollm2-135m (30 layers); test queries 200; seed 0\n")
     with pytest.raises(SystemExit, match="single-run"):
         step_rules.read_runs([tmp_path / "old.md"])
+
+
+@pytest.mark.parametrize(("n", "exact"), [(2, 12.706), (10, 2.262), (21, 2.086), (31, 2.042), (121, 1.980)])
+def test_the_t_quantile_matches_students(n, exact):
+    assert step_rules.t95(n) == pytest.approx(exact, abs=0.002)
