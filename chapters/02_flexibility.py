@@ -361,8 +361,9 @@ for c in claims:
 #   RTE for the book's time budget (see the top); their verdicts say so. The `paper` profile runs every column
 #   on the seven.
 # - **Training recipe.** The LTVs use the book's `fast` recipe (`ltvlib.ltv.FAST_RECIPE`: batches of 16,
-#   at most 8 epochs of 128 queries, early stopping, steps relative to the residual stream's scale at each
-#   vector's site), the same for one vector and for 40; the paper's released recipe uses batch 1
+#   at most 8 epochs of 128 queries, early stopping, an initial range relative to the residual stream's scale
+#   at each vector's site and a learning rate relative to the last block's), the same for one vector and for
+#   40; the paper's released recipe uses batch 1
 #   (`recipe="paper"` runs it).
 # - **Settings.** `cpu` measures the table's every-4th-layer column and the last layer only; the `paper`
 #   profile adds the text's every-2nd-layer setting and every layer of the last quarter.

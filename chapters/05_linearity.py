@@ -324,8 +324,9 @@ interpret(by_key["rotation-alignment"], {
 # - **Upper bound.** Each query's own shift reproduces the LTV by construction; a per-query linear map (one
 #   $W_q$ per query) would sit between it and $W\theta$ but costs $n_{\text{queries}}$ fits, beyond this budget.
 # - **Model and coverage.** SmolLM2-135M; in `cpu` the depth sweep is TREC at the layers of chapter 01's TREC
-#   sweep after layer 0 and before the last fifth (where the fast recipe often does not train), SST-2 and Antonym
-#   at the middle layer.
+#   sweep after layer 0 and before the last fifth (the last fifth was left out when the book's earlier step
+#   rule often did not train there; whether the current one does is chapter 01's table), SST-2 and Antonym at
+#   the middle layer.
 
 # %%
 print(f"chapter time: {time.perf_counter() - started:.0f} s")

@@ -153,12 +153,15 @@ display(Markdown(tables.checks_summary(check_table, arch, checks)))
 # (`ltvlib.stats.paired_bootstrap_difference`), one accuracy gets a Wilson interval.
 #
 # **One LTV recipe for every model.** The book's fast recipe (AdamW, learning rate decayed linearly, batches of
-# 16) takes its learning rate and initial range *relative to the residual stream*: the trainer multiplies them
-# by the RMS per coordinate of the stream at each vector's own site, measured on training prompts
-# (`TrainConfig.relative_to_stream`). Adam moves each coordinate by about the learning rate per step whatever
-# the gradient's size, so an absolute learning rate would take steps of very different relative size on the
-# two models ({numref}`ch08-fig-stream` shows how different their streams are). The released recipe
-# (`recipe="paper"`) keeps its absolute numbers, as released.
+# 16) takes its initial range and learning rate *relative to the residual stream*, measured on training prompts
+# (`TrainConfig.relative_to_stream`): the initial range is a multiple of the RMS per coordinate of the stream at
+# each vector's own site, the learning rate a multiple of the RMS of the stream entering the model's last block
+# (`TrainConfig.lr_final_stream_weight = 1`), the stream the vector must eventually move. Adam moves each
+# coordinate by about the learning rate per step whatever the gradient's size, so an absolute learning rate
+# would take steps of very different relative size on the two models ({numref}`ch08-fig-stream` shows how
+# different their streams are): the same recipe takes a step of about 4.2 at every layer of SmolLM2-135M and
+# about 176 at every layer of Gemma-3-270M. The released recipe (`recipe="paper"`) keeps its absolute numbers,
+# as released.
 
 # %%
 results = {}
@@ -219,7 +222,7 @@ display(Markdown("**Table 8.4.** The chapter's LTVs: whether each trained, its v
                  "residual stream at its layer."))
 display(tables.ltv_table(results))
 
-# %% mystnb={"figure": {"caption": "RMS per coordinate of the residual stream entering each block (last token, 32 Antonym prompts; log scale), against relative depth, per model. The fast recipe's learning rate and initial range are multiples of this number at each vector's layer.", "name": "ch08-fig-stream"}}
+# %% mystnb={"figure": {"caption": "RMS per coordinate of the residual stream entering each block (last token, 32 Antonym prompts; log scale), against relative depth, per model. The fast recipe's initial range is a multiple of this number at each vector's layer, its learning rate a multiple of it at the last layer.", "name": "ch08-fig-stream"}}
 fig, ax = tables.plot_stream(results, model_list)
 ax.set_title("Residual-stream size by depth", fontsize=11)
 ax.set_xlabel("block l / number of layers")

@@ -11,9 +11,11 @@ Two recipes (:data:`PAPER_RECIPE`, :data:`FAST_RECIPE`):
 - ``fast`` (default): batches of 16 and the prompt prefix before the earliest injected position is cached
   (:mod:`ltvlib.forward`; per row for a position counted from the start) so each step only runs the tokens
   from there on; the gradient is the full forward's (tested). Those caches are built once per (model, task
-  split, prompt format) and shared by every layer, seed and recipe in the process (:mod:`ltvlib.prompt_store`). Its learning rate and initial range are *relative to the stream*: multiples of
-  the RMS of the residual stream at each vector's site (:mod:`ltvlib.stream_scale`), so the same recipe
-  takes steps of the same relative size at every layer and on every model.
+  split, prompt format) and shared by every layer, seed and recipe in the process (:mod:`ltvlib.prompt_store`).
+  Its initial range and learning rate are *relative to the stream* (:mod:`ltvlib.stream_scale`), so the same
+  recipe works at every layer and on every model: the initial range is a multiple of the residual stream's RMS
+  at each vector's site, the learning rate a multiple of the RMS of the stream entering the last block
+  (``TrainConfig.lr_final_stream_weight``).
 
 A result records whether it trained: the starting vector's validation score, the steps to the best one and
 ``trained`` (the best strictly above the start). Classification tasks stop early on balanced accuracy
@@ -79,7 +81,8 @@ class TrainConfig:
         relative_to_stream: ``lr`` and ``init_range`` are multiples of the RMS per coordinate of the residual
             stream at each vector's site (:func:`ltvlib.stream_scale.site_stream_rms`: block input, the trained
             position, zero-shot training prompts, no vector); each vector gets its own AdamW parameter group,
-            all decayed by the same linear schedule. False: absolute numbers (the released recipe).
+            all decayed by the same linear schedule (the learning rate's stream is blended with the last block's
+            by ``lr_final_stream_weight``). False: absolute numbers (the released recipe).
         early_stopping: the validation score that picks the kept vector and counts patience:
             ``"accuracy"`` (first-token accuracy), ``"balanced_accuracy"`` (the mean of per-label recall over
             the labels present, :attr:`ltvlib.evaluate.EvalResult.balanced_accuracy`: a vector that predicts
@@ -89,6 +92,12 @@ class TrainConfig:
             start (it did not train), train again from the same start and batches with the learning rate
             multiplied by ``retry_lr_factor``, at most this many times (0: never; the released recipe).
         retry_lr_factor: the learning rate's factor per retry.
+        lr_final_stream_weight: with ``relative_to_stream``, how much of the learning rate's scale comes from the
+            stream entering the *last* block (same prompts and position) instead of the vector's own site: each
+            vector's learning rate is ``lr * rms_site ** (1 - w) * rms_last ** w``. 0: the site alone (every layer
+            takes steps of the same size relative to its own stream); 1: the same absolute step at every layer of
+            a model (a fixed fraction of the stream the vector must eventually move, the output's). The initial
+            range stays relative to the site. Ignored by absolute recipes.
     """
 
     recipe: str
@@ -108,6 +117,7 @@ class TrainConfig:
     early_stopping: str = "auto"
     retries_without_progress: int = 0
     retry_lr_factor: float = 1 / 3
+    lr_final_stream_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.early_stopping not in EARLY_STOPPING:
@@ -116,6 +126,8 @@ class TrainConfig:
             raise ValueError(f"retries_without_progress must be >= 0, got {self.retries_without_progress}")
         if not 0 < self.retry_lr_factor < 1:
             raise ValueError(f"retry_lr_factor must lie in (0, 1), got {self.retry_lr_factor}")
+        if not 0.0 <= self.lr_final_stream_weight <= 1.0:
+            raise ValueError(f"lr_final_stream_weight must lie in [0, 1], got {self.lr_final_stream_weight}")
 
 
 PAPER_RECIPE = TrainConfig(
@@ -133,41 +145,50 @@ FAST_REFERENCE_RMS = 6.15
 where the fast recipe's absolute numbers were first tuned: 6.15 on the first 32 zero-shot Antonym test prompts
 (chapter 08's reference); :func:`ltvlib.stream_scale.site_stream_rms` gives 6.14 on the first 32 Antonym
 training prompts of the default split (TREC 5.92, Capitalize 6.20, SST-2 5.79). :data:`FAST_RECIPE` states its
-steps as absolute numbers at this stream divided by it (lr 2.7, init 0.1: e.g. lr 2.69 on Antonym's)."""
+steps as absolute numbers at this stream divided by it (init 0.1: e.g. 0.0998 on Antonym's; lr 0.9)."""
+
+FAST_REFERENCE_LAST_RMS = 29.0
+"""RMS per coordinate of SmolLM2-135M's residual stream entering its last block (29) at the last token (28.8 to 29
+on the default split's training prompts): the stream :data:`FAST_RECIPE`'s learning rate is relative to
+(``lr_final_stream_weight=1``), so ``lr * FAST_REFERENCE_LAST_RMS`` is its absolute step at every layer of
+SmolLM2-135M."""
 
 FAST_RECIPE = TrainConfig(
-    recipe="fast", lr=2.7 / FAST_REFERENCE_RMS, weight_decay=0.01, batch_size=16, epochs=8,
+    recipe="fast", lr=0.9 / FAST_REFERENCE_RMS, weight_decay=0.01, batch_size=16, epochs=8,
     samples_per_epoch=128, init_range=0.1 / FAST_REFERENCE_RMS, patience=2, prefix_cache=True,
     patience_after_gain=True, val_queries=200, relative_to_stream=True, retries_without_progress=2,
+    lr_final_stream_weight=1.0,
 )
-"""Ours: batches of 16 with a larger learning rate, relative to the stream (lr 2.7 / 6.15 = 0.439 and init
-0.1 / 6.15 = 0.0163 times the stream RMS at each vector's site, :data:`FAST_REFERENCE_RMS`), at most 8 epochs of 128 queries (64
-steps, 1,024 samples against the paper's 1,000), cached prompt prefixes and early blocks skipped; the same
-initialisation,
-AdamW, linear decay and early stopping (patience 2) as the paper's recipe, except that patience starts
-counting once validation accuracy has beaten the starting vector's, and that early stopping looks at the
-first 200 validation queries (the paper's recipe looks at all 400: computing each validation prompt once
-costs about a fifth of a fast run). Chosen on SmolLM2-135M at layer 15:
-among batch 16/32, 64-320 queries per epoch and 5-10 epochs (lr 0.1 chosen earlier among 0.02-0.2), the
-cheapest settings within two points of the paper recipe on Antonym (16 x 64 x 8) stalled on TREC (3.8 %
-test against 41.5 % for this one), so this one spends twice the samples. Each query's prefix is computed
-once, on first use, so the cost is dominated by the number of distinct queries seen. Early stopping looks at
-balanced accuracy for classification tasks (``early_stopping="auto"``).
+"""Ours: batches of 16 with a larger learning rate, at most 8 epochs of 128 queries (64 steps, 1,024 samples
+against the paper's 1,000), cached prompt prefixes and early blocks skipped; the same initialisation, AdamW,
+linear decay and early stopping (patience 2) as the paper's recipe, except that patience starts counting once
+validation accuracy has beaten the starting vector's, and that early stopping looks at the first 200 validation
+queries (the paper's recipe looks at all 400: computing each validation prompt once costs about a fifth of a
+fast run). Early stopping looks at balanced accuracy for classification tasks (``early_stopping="auto"``).
 
-The learning rate: 0.1 at layer 15 (relative 0.0163) was chosen on Antonym with absolute steps. Once steps
-were relative to the stream, ``bench/layer_recipes.py`` trained TREC and Antonym at layers 0, 8, 15, 22 and 29
-with that relative lr multiplied by 1, 3, 9, 27 and 81. The rule: the factor with the highest mean validation
-score (what early stopping sees; never the test accuracy) over those 10 points. Means 23.1, 33.4, 43.0, 47.8
-and 46.8 %: x27, so lr 2.7 at a stream of RMS 6.15 (bench/RESULTS.md, 2026-12-01). Larger steps matter most on
-TREC at early layers (layer 0: 0.0 % at x1, 45.0 % test at x27); on Antonym the factors from 3 to 81 lie within
-a few points of each other.
+Step sizes. The initial range is relative to the vector's site: 0.1 / 6.15 = 0.0163 times the stream RMS there
+(:data:`FAST_REFERENCE_RMS`; U(-0.1, 0.1) at SmolLM2's middle layer, as in the paper). The learning rate is
+relative to the stream entering the *last* block (``lr_final_stream_weight=1``): 0.9 / 6.15 = 0.146 times its
+RMS, about 4.2 at every layer of SmolLM2-135M (:data:`FAST_REFERENCE_LAST_RMS`) and about 176 on
+Gemma-3-270M. A vector must move the output, whose stream is the last block's, whatever layer it is added at:
+a step relative to its own site (the previous default, 27 times 0.0163 at the site) took steps 240 times
+smaller at SmolLM2's layer 0 than at its last, and TREC at layers 0 and 3 trained far better with larger ones.
+
+How it was chosen: 0.1 at layer 15 first (batch 16, epochs and queries per epoch chosen against the paper's
+recipe on Antonym and TREC, ``bench/recipe_grid.py``). Then, by the rule "the highest mean validation score
+(what early stopping sees, never test accuracy) over the grid's points", over Antonym and TREC at layers 0, 3,
+8, 15, 22, 26 and 29 (``bench/layer_recipes.py``): site-relative factors first (x27 of 0.0163 won,
+2026-12-01), then the blend ``w`` in quarters with the factor interpolated per point from single runs at x9 to
+x2187 (``bench/step_blend.py``): w = 0 / x27 44.1 %, w = 1/2 / x27 46.5, w = 3/4 / x15.6 47.3, **w = 1 / x9
+47.7** (bench/RESULTS.md, "session 17"). Checked against a third and three times its learning rate on test
+accuracy at those 14 points (3-10 seeds each): within 5 points of the better neighbour at 13; at TREC layer 3
+three times the step scores 5.5 points more [1.0, 10.0] (10 seeds).
+
 A run that does not train (its kept vector no better on validation than its random start) is trained again
-from the same start with a third of the learning rate, at most twice (``retries_without_progress``): at the
-last layer a step relative to the stream can still be too large (Gemma-3-270M's layer 17 on Antonym trained at
-x9 and not at x27, bench/RESULTS.md); a run that trains is never retried, so this costs time only where a
-vector would otherwise be reported as "did not train".
-``bench/train_recipes.py`` and ``bench/recipe_grid.py`` compare recipes side by side;
-``bench/layer_recipes.py`` across layers and models."""
+from the same start with a third of the learning rate, at most twice (``retries_without_progress``): a run that
+trains is never retried, so this costs time only where a vector would otherwise be reported as "did not train".
+``bench/train_recipes.py`` and ``bench/recipe_grid.py`` compare recipes side by side; ``bench/layer_recipes.py``
+across layers and models."""
 
 
 RECIPES = {"paper": PAPER_RECIPE, "fast": FAST_RECIPE}
@@ -532,12 +553,13 @@ def _train_attempt(
 
     rms = site_stream_rms(lm, task, train, layers, positions) if config.relative_to_stream else None
     scales = rms or (1.0,) * (len(layers) * len(positions))
+    lr_scales = step_scales(config, lm, task, train, layers, positions) if rms is not None else scales
     # The same draw for every recipe, then each row scaled to its site: an absolute recipe's vectors are
     # bit-identical to those of the code before relative steps existed.
     draw = torch.rand(len(scales), lm.d_model, generator=gen) * 2 - 1
     params = [(draw[i] * (config.init_range * s)).to(lm.device).requires_grad_(True) for i, s in enumerate(scales)]
     # One parameter group per vector, each with its own site's learning rate; LambdaLR decays all of them.
-    opt = torch.optim.AdamW([{"params": [p], "lr": lr * s} for p, s in zip(params, scales)],
+    opt = torch.optim.AdamW([{"params": [p], "lr": lr * s} for p, s in zip(params, lr_scales)],
                             lr=lr, weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(config.samples_per_epoch / config.batch_size)
     total = config.epochs * steps_per_epoch
@@ -602,8 +624,24 @@ def _train_attempt(
         start_val_accuracy=accuracies[0], val_metric=metric, best_val_score=best_score, start_val_score=start_score,
         steps_to_best=best_step, trained=best_score > start_score,
         stream_rms=tuple(rms) if rms is not None else None,
-        effective_lr=tuple(lr * s for s in scales), effective_init=tuple(config.init_range * s for s in scales),
+        effective_lr=tuple(lr * s for s in lr_scales), effective_init=tuple(config.init_range * s for s in scales),
     )
+
+
+def step_scales(
+    config: TrainConfig, lm: LoadedModel, task: Task, train: Sequence[Example], layers: Sequence[int],
+    positions: Sequence[int],
+) -> tuple[float, ...]:
+    """Per (layer, position) site, layer-major: what a stream-relative ``config``'s learning rate is multiplied
+    by, ``rms_site ** (1 - w) * rms_last ** w`` with ``w = config.lr_final_stream_weight`` and ``rms_last`` the
+    stream entering the last block at the same position (both :func:`~ltvlib.stream_scale.site_stream_rms`,
+    measured by the same cached forward)."""
+    site = site_stream_rms(lm, task, train, layers, positions)
+    w = config.lr_final_stream_weight
+    if w == 0.0:
+        return site
+    last = site_stream_rms(lm, task, train, [lm.n_layers - 1] * len(layers), positions)
+    return tuple(s ** (1 - w) * t ** w for s, t in zip(site, last))
 
 
 def validation_metric(config: TrainConfig, task: Task) -> str:
@@ -633,13 +671,19 @@ def cached_ltv(
                      n_train=n_train, n_val=n_val, cache=True, progress=progress)
 
 
-def absolute_recipe(config: TrainConfig, rms: float = FAST_REFERENCE_RMS) -> TrainConfig:
-    """A stream-relative ``config`` as the absolute numbers it takes in a stream of RMS ``rms`` (default: where
-    the fast recipe was tuned, so ``absolute_recipe(FAST_RECIPE)`` has lr 2.7 and init 0.1); an absolute
-    config is returned as it is. For trainers that do not measure the stream (e.g. the PEFT comparison's)."""
+def absolute_recipe(
+    config: TrainConfig, rms: float = FAST_REFERENCE_RMS, last_rms: float = FAST_REFERENCE_LAST_RMS,
+) -> TrainConfig:
+    """A stream-relative ``config`` as the absolute numbers it takes at a site whose stream has RMS ``rms`` in a
+    model whose stream entering the last block has RMS ``last_rms`` (defaults: SmolLM2-135M's middle and last
+    layers, so ``absolute_recipe(FAST_RECIPE)`` has lr ``0.9 / 6.15 * 29.0 = 4.24`` and init 0.1): the learning
+    rate blends the two as :func:`step_scales` does, the initial range follows ``rms``. An absolute config is
+    returned as it is. For trainers that do not measure the stream (e.g. the PEFT comparison's)."""
     if not config.relative_to_stream:
         return config
-    return replace(config, lr=config.lr * rms, init_range=config.init_range * rms, relative_to_stream=False)
+    w = config.lr_final_stream_weight
+    return replace(config, lr=config.lr * rms ** (1 - w) * last_rms ** w, init_range=config.init_range * rms,
+                   relative_to_stream=False, lr_final_stream_weight=0.0)
 
 
 def with_config(config: TrainConfig, **changes: Any) -> TrainConfig:

@@ -11,11 +11,14 @@ import torch
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.ltv import (
     FAST_RECIPE,
+    FAST_REFERENCE_LAST_RMS,
     FAST_REFERENCE_RMS,
     PAPER_RECIPE,
     LearnedTaskVector,
     TrainConfig,
     TrainingDivergedError,
+    absolute_recipe,
+    step_scales,
     train_ltv,
     validation_metric,
     with_config,
@@ -43,7 +46,7 @@ def _last_loss(ltv: LearnedTaskVector, k: int = 3) -> float:
     "config",
     [
         with_config(PAPER_RECIPE, epochs=2, samples_per_epoch=24, patience=5, lr=5e-2),
-        # relative lr 3 x the tiny stream's RMS (about 0.02-0.03 at layer 1): about the absolute 5e-2 of the paper case;
+        # relative lr 3 x the tiny stream's RMS (about 0.02-0.03 at its last layer): about the absolute 5e-2 of the paper case;
         # no retries, so the curve is the run at that lr (not a retry's at lr / 3 or lr / 9), like the paper case's
         with_config(FAST_RECIPE, epochs=4, samples_per_epoch=32, batch_size=8, patience=5, lr=3.0,
                     retries_without_progress=0),
@@ -218,31 +221,60 @@ def test_default_recipe_lowers_the_loss_at_the_first_and_the_last_layer(tiny, wh
     assert all(b <= a + 1e-4 for a, b in itertools.pairwise(losses))  # full-batch descent, nearly monotone
 
 
-def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama):
+@pytest.mark.parametrize("weight", [0.0, 0.5, 1.0])
+def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama, weight):
+    """The initial range follows the site's stream; the learning rate ``rms_site ** (1 - w) * rms_last ** w``,
+    ``rms_last`` the stream entering the last block at the same position (hand-computed from a recorded forward)."""
     from ltvlib.inject import record_residual
     from ltvlib.prompts import encode_prompts, pad_left
 
     splits = _splits()
-    config = with_config(FAST_RECIPE, epochs=0, retries_without_progress=0)  # no steps: no retries at lr / 3
+    # no steps: no retries at lr / 3
+    config = with_config(FAST_RECIPE, epochs=0, retries_without_progress=0, lr_final_stream_weight=weight)
     ltv = train_ltv(llama, "antonym", layers=[0, 2], positions=[-2, -1], recipe=config, splits=splits, progress=False)
     rows = encode_prompts(llama.tokenizer, splits.task, splits.train[:32]).full_rows()
     ids, mask = pad_left(rows, llama.tokenizer.pad_token_id)
-    with torch.no_grad(), record_residual(llama, [0, 2]) as rec:
+    top = llama.n_layers - 1
+    with torch.no_grad(), record_residual(llama, [0, 2, top]) as rec:
         llama.model(input_ids=ids, attention_mask=mask)
     last = mask.shape[1] - 1  # left padding: the last token is the last column, the one before it the one before
-    expected = [float(rec[l][:, c].double().pow(2).mean().sqrt()) for l in (0, 2) for c in (last - 1, last)]
+
+    def rms(layer: int, col: int) -> float:
+        return float(rec[layer][:, col].double().pow(2).mean().sqrt())
+
+    expected = [rms(l, c) for l in (0, 2) for c in (last - 1, last)]
+    final = [rms(top, c) for _ in (0, 2) for c in (last - 1, last)]
+    assert final[0] != pytest.approx(expected[0], rel=0.05)  # the two streams differ, so the blend is tested
     assert ltv.stream_rms == pytest.approx(expected, rel=1e-6)
-    assert ltv.effective_lr == pytest.approx([FAST_RECIPE.lr * r for r in expected], rel=1e-12)
+    blend = [s ** (1 - weight) * t ** weight for s, t in zip(expected, final)]
+    assert ltv.effective_lr == pytest.approx([FAST_RECIPE.lr * b for b in blend], rel=1e-6)
     assert ltv.effective_init == pytest.approx([FAST_RECIPE.init_range * r for r in expected], rel=1e-12)
     # each row starts inside its own site's range
     for row, init in zip(ltv.vectors, ltv.effective_init):
         assert float(row.abs().max()) <= init
 
 
+def test_the_default_learning_rate_is_the_same_at_every_layer(llama):
+    """``lr_final_stream_weight=1``: one absolute step per model and position, whatever the layer."""
+    splits = _splits()
+    scales = step_scales(FAST_RECIPE, llama, splits.task, splits.train, list(range(llama.n_layers)), [-1])
+    assert len(set(scales)) == 1
+    site = step_scales(with_config(FAST_RECIPE, lr_final_stream_weight=0.0), llama, splits.task, splits.train,
+                       list(range(llama.n_layers)), [-1])
+    assert site[-1] == scales[0] and len(set(site)) == llama.n_layers  # the last layer's own stream
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5, float("nan")])
+def test_a_final_stream_weight_outside_0_1_names_the_value(weight):
+    with pytest.raises(ValueError, match="lr_final_stream_weight"):
+        with_config(FAST_RECIPE, lr_final_stream_weight=weight)
+
+
 def test_a_ten_times_larger_stream_gets_ten_times_larger_steps():
     from tests.models_fixtures import tiny_llama
 
-    config = with_config(FAST_RECIPE, epochs=0)
+    # steps relative to the site alone: scaling the embedding scales the stream entering block 0 exactly
+    config = with_config(FAST_RECIPE, epochs=0, lr_final_stream_weight=0.0)
     small, big = tiny_llama(), tiny_llama()
     with torch.no_grad():
         big.model.get_input_embeddings().weight.mul_(10)  # the stream entering block 0 is the embedding
@@ -266,9 +298,22 @@ def test_the_paper_recipe_keeps_its_absolute_numbers(llama):
 
 
 def test_the_fast_recipe_takes_its_chosen_absolute_steps_at_the_reference_stream():
-    assert FAST_RECIPE.relative_to_stream
-    assert FAST_RECIPE.lr * FAST_REFERENCE_RMS == pytest.approx(2.7, rel=1e-12)
+    assert FAST_RECIPE.relative_to_stream and FAST_RECIPE.lr_final_stream_weight == 1.0
+    # the chosen factor: 9 times the relative 0.1 / 6.15, of the last block's stream
+    assert FAST_RECIPE.lr * FAST_REFERENCE_RMS == pytest.approx(0.9, rel=1e-12)
     assert FAST_RECIPE.init_range * FAST_REFERENCE_RMS == pytest.approx(0.1, rel=1e-12)
+    absolute = absolute_recipe(FAST_RECIPE)
+    assert absolute.lr == pytest.approx(0.9 / 6.15 * 29.0, rel=1e-12) and absolute.init_range == pytest.approx(0.1)
+    assert not absolute.relative_to_stream and absolute.lr_final_stream_weight == 0.0
+    assert absolute_recipe(absolute) is absolute  # absolute configs pass through
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5, 1.0])
+def test_absolute_recipe_blends_like_the_trainer(weight):
+    config = with_config(FAST_RECIPE, lr_final_stream_weight=weight)
+    out = absolute_recipe(config, rms=2.0, last_rms=32.0)
+    assert out.lr == pytest.approx(config.lr * 2.0 ** (1 - weight) * 32.0 ** weight, rel=1e-12)
+    assert out.init_range == pytest.approx(config.init_range * 2.0, rel=1e-12)
 
 
 # lr=0: steps are taken (two epochs of two; any number of steps at lr 0 leaves the vector where it started)
@@ -298,10 +343,12 @@ def test_a_run_that_did_not_train_is_retried_at_smaller_steps_until_one_trains(l
 
     monkeypatch.setattr(ltv_module, "_train_attempt", attempt)
     config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
-    ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
+    splits = _splits()
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=splits, progress=False)
     assert factors == [1.0, pytest.approx(1 / 3)]
     assert ltv.attempts == 2 and ltv.trained
-    assert ltv.effective_lr[0] == pytest.approx(config.lr / 3 * ltv.stream_rms[0])
+    (scale,) = step_scales(config, llama, splits.task, splits.train, [1], [-1])
+    assert ltv.effective_lr[0] == pytest.approx(config.lr / 3 * scale)
     assert ltv.config == config  # the recipe as asked; effective_lr says what the kept run used
 
     factors.clear()
@@ -405,4 +452,6 @@ def test_the_reference_rms_is_smollm2s_middle_layer_on_antonym_training_prompts(
     assert rms == pytest.approx(FAST_REFERENCE_RMS, rel=0.01)
     (first,) = site_stream_rms(lm, splits.task, splits.train, [0], [-1])
     (last,) = site_stream_rms(lm, splits.task, splits.train, [lm.n_layers - 1], [-1])
-    assert last > 100 * first  # the range a single absolute learning rate cannot serve
+    assert last > 100 * first  # the range a single site-relative learning rate serves badly
+    # the fast recipe's learning rate is relative to this stream: its absolute step at every layer is lr * 29
+    assert last == pytest.approx(FAST_REFERENCE_LAST_RMS, rel=0.02)

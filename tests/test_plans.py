@@ -204,7 +204,8 @@ def test_mechanism_plan_puts_label_space_tasks_first_and_sweeps_one():
 
 def test_race_sizes_follow_the_profile_and_its_recipe():
     cpu = compare_sizes(get_profile("cpu"))
-    assert cpu.n_test >= 200 and cpu.schedule.lr == pytest.approx(2.7) and not cpu.schedule.relative_to_stream
+    assert cpu.n_test >= 200 and not cpu.schedule.relative_to_stream
+    assert cpu.schedule.lr == pytest.approx(0.9 / 6.15 * 29.0)  # the fast recipe's step at SmolLM2's middle layer
     rule = cpu.stopping_rule()  # one rule for every method: once per epoch, stop at the first validation without a gain
     assert (rule.val_every, rule.patience, rule.after_gain) == (cpu.schedule.samples_per_epoch, 1, True)
     paper = compare_sizes(get_profile("paper"))

@@ -25,9 +25,9 @@ prefixes, single-token passes from a middle block, the site table's norm and emb
 the model's own forward pass.
 
 **The LTV's step size.** The fast recipe's steps are relative to the residual stream
-(``TrainConfig.relative_to_stream``): the trainer scales each vector's learning rate and initial range by the
-stream's RMS at its own site (:mod:`ltvlib.stream_scale`), on every model and at every layer alike; this module
-scales nothing. :func:`stream_rms` measures the stream's size by depth, for the chapter's figure of why one
+(``TrainConfig.relative_to_stream``): the trainer scales each vector's initial range by the stream's RMS at its
+own site and its learning rate by the RMS of the stream entering the last block (:mod:`ltvlib.stream_scale`,
+``TrainConfig.lr_final_stream_weight``), on every model and at every layer alike; this module scales nothing. :func:`stream_rms` measures the stream's size by depth, for the chapter's figure of why one
 absolute recipe could not serve both models.
 
 **Intervals.** The verdicts compare methods on the same test queries, so the chapter needs each query's

@@ -250,7 +250,8 @@ def mechanism_plan(n_layers: int, profile: Profile) -> dict[str, list[int]]:
 
     ``paper``: every task at every layer. ``cpu``: TREC (a label-space task with short prompts) at the layers
     of chapter 01's TREC sweep (:func:`ltv_layers`, cached vectors) after layer 0
-    and before the last fifth (where the fast recipe's LTVs often do not train), at most six of them spread
+    and before the last fifth (left out when the earlier step rule's LTVs often did not train there; not
+    re-measured with the current one), at most six of them spread
     out: 6, 12, 15, 17, 23 on a 30-layer model; SST-2 and Antonym at the middle layer (chapter 00's vectors).
     ``smoke``: SST-2 at three layers (a quarter, the middle, three quarters), Antonym at the middle layer.
     """
