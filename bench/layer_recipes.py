@@ -3,18 +3,20 @@
 For each task, layer and recipe, trains one LTV (added at the block input of that layer, last token) on the
 seeded 600/400 split from seed 0 and evaluates it on the first ``--n-test`` test queries (first-token
 accuracy with its 95 % Wilson interval). A fast-recipe run that did not train is retried at a third of the
-learning rate, at most twice (``TrainConfig.retries_without_progress``); where the library has
-``TrainConfig.budget_retry_lr_factor`` (a candidate on the ``s16-budget-retry`` branch, not in ``main``), a run that
-trained but was ended by its budget rather than by patience is run once more at three times the learning rate and
-the one with the better validation score kept. ``trained`` then says how many runs were made (with the factors of
-the recipe's learning rate and which run was kept, where the library records them); ``lr`` is the kept run's.
-``--single-run`` turns every retry off, so that each row is one run at its recipe's step size
-(``bench/step_rules.py`` compares retry rules from such rows). Recipes:
+learning rate, at most twice (``TrainConfig.retries_without_progress``); ``trained`` then says how many runs were
+made; ``lr`` is the kept run's (absolute, at the site). ``--single-run`` turns retries off, so that each row is one
+run at its recipe's step size (``bench/step_rules.py`` and ``bench/step_blend.py`` read such rows). Recipes:
 
-- ``default``: the fast recipe (``ltvlib.ltv.FAST_RECIPE``), steps relative to the stream's RMS at the layer;
+- ``default``: the fast recipe (``ltvlib.ltv.FAST_RECIPE``): initial range relative to the stream's RMS at the
+  layer, learning rate relative to the stream entering the last block (``lr_final_stream_weight``, printed in the
+  header);
 - ``paper``: the released recipe (absolute lr 5e-3, batch 1; about 5 minutes per vector on a CPU);
-- ``lr/3``, ``lr*3``, ``lr*9``: the default with its (relative) learning rate divided by 3 or multiplied by 3
-  or 9.
+- ``lr/N``, ``lr*N`` (any number N, e.g. ``lr/3``, ``lr*3``): the default with its learning rate divided or
+  multiplied by N;
+- ``site*N``: the default with its learning rate relative to the site's stream alone (``lr_final_stream_weight``
+  0) at N times ``0.1 / 6.15`` (the parametrisation of the grids before 2026-12-03: the default then was
+  ``site*27``); ``last*N``: relative to the last block's stream (weight 1) at N times ``0.1 / 6.15`` (the default
+  is ``last*9``).
 
 A recipe is chosen by the validation score its early stopping saw (``val``: balanced accuracy for
 classification tasks, accuracy otherwise), never by the test accuracy printed beside it.
@@ -31,6 +33,7 @@ accuracy for classification tasks, accuracy otherwise).
     OMP_NUM_THREADS=1 python bench/layer_recipes.py                       # the full grid (hours)
     python bench/layer_recipes.py --recipes default,lr/3,lr*3 --tasks trec,antonym --layers 0,15,29
     python bench/layer_recipes.py --model gemma3-270m --layers early,middle,last --tasks antonym
+    python bench/layer_recipes.py --single-run --recipes site*729,site*2187 --layers 0   # site-relative steps
 
 Layers are indices or ``early`` (``L // 6``), ``middle`` (``L // 2``) and ``last`` (``L - 1``).
 """
@@ -38,6 +41,7 @@ Layers are indices or ``early`` (``L // 6``), ``middle`` (``L // 2``) and ``last
 from __future__ import annotations
 
 import argparse
+import re
 import time
 
 from ltvlib import ltv as L
@@ -47,14 +51,26 @@ from ltvlib.models import load_model
 from ltvlib.stats import Proportion
 from ltvlib.tasks import load_splits
 
-RECIPES = {
-    "default": L.FAST_RECIPE,
-    "paper": L.PAPER_RECIPE,
-    "lr/3": L.with_config(L.FAST_RECIPE, lr=L.FAST_RECIPE.lr / 3),
-    "lr*3": L.with_config(L.FAST_RECIPE, lr=L.FAST_RECIPE.lr * 3),
-    "lr*9": L.with_config(L.FAST_RECIPE, lr=L.FAST_RECIPE.lr * 9),
-}
+RECIPES = {"default": L.FAST_RECIPE, "paper": L.PAPER_RECIPE}
+RELATIVE_UNIT = 0.1 / L.FAST_REFERENCE_RMS
+"""The relative learning rate that ``site*N`` and ``last*N`` multiply (lr 0.1 at SmolLM2's middle layer)."""
 SMOLLM2_LAYERS = "0,3,8,15,22,26,29"
+DEFAULT_RECIPES = "default,paper,lr/3,lr*3"
+_SCALED = re.compile(r"(lr|site|last)([*/])(\d+(?:\.\d+)?)$")
+
+
+def recipe(name: str) -> L.TrainConfig:
+    """The config a recipe name stands for (module docstring); ``SystemExit`` naming what is allowed otherwise."""
+    if name in RECIPES:
+        return RECIPES[name]
+    m = _SCALED.match(name)
+    if m is None or float(m.group(3)) <= 0 or (m.group(1) != "lr" and m.group(2) == "/"):
+        raise SystemExit(f"unknown recipe {name!r}; allowed: {', '.join(RECIPES)}, lr*N, lr/N, site*N, last*N "
+                         "(N a positive number)")
+    base, op, n = m.group(1), m.group(2), float(m.group(3))
+    if base == "lr":
+        return L.with_config(L.FAST_RECIPE, lr=L.FAST_RECIPE.lr * n if op == "*" else L.FAST_RECIPE.lr / n)
+    return L.with_config(L.FAST_RECIPE, lr=RELATIVE_UNIT * n, lr_final_stream_weight=0.0 if base == "site" else 1.0)
 
 
 def resolve_layer(spec: str, n_layers: int) -> int:
@@ -72,12 +88,9 @@ def resolve_layer(spec: str, n_layers: int) -> int:
 
 
 def stopped_by(ltv: L.LearnedTaskVector) -> str:
-    """What ended the kept run: ``"patience"`` or ``"budget"`` (libraries without ``stopped_by`` derive it from the
-    curve: patience ended a run once ``patience`` epochs after its best, counted after a gain, passed without a
-    better score)."""
-    recorded = getattr(ltv, "stopped_by", "")
-    if recorded:
-        return recorded
+    """What ended the kept run: ``"patience"`` or ``"budget"``, from its curve: patience ended a run once
+    ``patience`` epochs after its best (counted after a gain with ``patience_after_gain``) passed without a better
+    score."""
     epochs = [c for c in ltv.curve if "val_score" in c]
     best_epoch = next((int(c["epoch"] or 0) for c in epochs if c["step"] == ltv.steps_to_best), 0)
     counting = ltv.trained or not ltv.config.patience_after_gain
@@ -85,15 +98,12 @@ def stopped_by(ltv: L.LearnedTaskVector) -> str:
 
 
 def runs_note(ltv: L.LearnedTaskVector) -> str:
-    """`` (2 runs: x1, x3; kept x3)`` for a vector trained more than once, else ``""``."""
+    """`` (3 runs: x1, x0.333, x0.111)`` for a vector trained more than once (the learning rate's factor per run;
+    the last run is the kept one), else ``""``."""
     if ltv.attempts <= 1:
         return ""
-    factors = getattr(ltv, "attempt_lr_factors", None) or ()
-    kept = getattr(ltv, "kept_attempt", None)
-    kept = kept if kept is not None else ltv.attempts - 1
-    if not factors:
-        return f" ({ltv.attempts} runs)"
-    return f" ({ltv.attempts} runs: {', '.join(f'x{f:.3g}' for f in factors)}; kept x{factors[kept]:.3g})"
+    factors = [ltv.config.retry_lr_factor**i for i in range(ltv.attempts)]
+    return f" ({ltv.attempts} runs: {', '.join(f'x{f:.3g}' for f in factors)})"
 
 
 def main() -> None:
@@ -101,7 +111,8 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--tasks", default="antonym,trec")
     ap.add_argument("--layers", default=SMOLLM2_LAYERS, help="comma-separated indices or early, middle, last")
-    ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, from {', '.join(RECIPES)}")
+    ap.add_argument("--recipes", default=DEFAULT_RECIPES,
+                    help="comma-separated: default, paper, lr*N, lr/N, site*N, last*N")
     ap.add_argument("--n-test", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=None,
@@ -114,15 +125,14 @@ def main() -> None:
                     help="keep the prompt store across vectors (later rows then exclude building it)")
     args = ap.parse_args()
     recipes = args.recipes.split(",")
-    for name in recipes:
-        if name not in RECIPES:
-            raise SystemExit(f"unknown recipe {name!r}; allowed: {', '.join(RECIPES)}")
+    configs = {name: recipe(name) for name in recipes}
     lm = load_model(args.model, device="cpu")
     layers = [resolve_layer(s, lm.n_layers) for s in args.layers.split(",")]
     print(f"model {lm.name} ({lm.n_layers} layers); test queries {args.n_test}; seed {args.seed}; prompt store "
           f"{'shared across vectors' if args.share_store else 'cleared before each vector'}"
           f"{'' if args.epochs is None else f'; at most {args.epochs} epochs'}"
-          f"{'; single runs (no retries)' if args.single_run else ''}\n")
+          f"{'; single runs (no retries)' if args.single_run else ''}; default: relative lr "
+          f"{L.FAST_RECIPE.lr:.4g}, lr_final_stream_weight {L.FAST_RECIPE.lr_final_stream_weight:g}\n")
     print("| task | layer | stream RMS | recipe | lr | init | val (start -> best) | test acc [95 % CI] | trained | "
           "best at step | steps | wall (s) | stopped by | val score |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
           flush=True)
@@ -138,13 +148,10 @@ def main() -> None:
                     prompt_store.STORE.clear()
                 start = time.perf_counter()
                 try:
-                    recipe = RECIPES[name] if args.epochs is None else L.with_config(RECIPES[name], epochs=args.epochs)
+                    config = configs[name] if args.epochs is None else L.with_config(configs[name], epochs=args.epochs)
                     if args.single_run:
-                        no_retries: dict = {"retries_without_progress": 0}
-                        if hasattr(recipe, "budget_retry_lr_factor"):  # library versions before it have none
-                            no_retries["budget_retry_lr_factor"] = None
-                        recipe = L.with_config(recipe, **no_retries)
-                    ltv = L.train_ltv(lm, task, layers=[layer], recipe=recipe, seed=args.seed, splits=splits,
+                        config = L.with_config(config, retries_without_progress=0)
+                    ltv = L.train_ltv(lm, task, layers=[layer], recipe=config, seed=args.seed, splits=splits,
                                       progress=False)
                 except L.TrainingDivergedError as exc:  # a row of the table, not the end of the grid
                     print(f"| {task} | {layer} | | {name} | | | | diverged: {exc} | no | | | "

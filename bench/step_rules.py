@@ -50,6 +50,11 @@ def read_runs(paths: list[Path]) -> dict[tuple[str, int, int, int], Run]:
         if header is None or "single runs" not in lines[0]:
             raise SystemExit(f"{path}: not a `layer_recipes.py --single-run` table (its first line: {lines[0]!r})")
         seed = int(header.group(1))
+        weight = re.search(r"lr_final_stream_weight ([\d.]+)", lines[0])
+        if weight is not None and float(weight.group(1)) != 0:
+            raise SystemExit(f"{path}: its recipes' learning rates are relative to the last block's stream "
+                             f"(lr_final_stream_weight {weight.group(1)}); this script maps recipe names to "
+                             "site-relative factors (tables before 2026-12-03): use bench/step_blend.py")
         for line in lines:
             c = [x.strip() for x in line.split("|")]
             if len(c) < 16 or c[4] not in FACTORS or not c[2].isdigit():

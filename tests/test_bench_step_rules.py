@@ -59,6 +59,11 @@ def test_tables_are_read_with_their_seed_and_columns(tmp_path):
     (tmp_path / "old.md").write_text("model smollm2-135m (30 layers); test queries 200; seed 0\n")
     with pytest.raises(SystemExit, match="single-run"):
         step_rules.read_runs([tmp_path / "old.md"])
+    (tmp_path / "new.md").write_text("model smollm2-135m (30 layers); test queries 200; seed 0; prompt store shared "
+                                     "across vectors; single runs (no retries); default: relative lr 0.1463, "
+                                     "lr_final_stream_weight 1\n")
+    with pytest.raises(SystemExit, match="step_blend"):
+        step_rules.read_runs([tmp_path / "new.md"])
 
 
 @pytest.mark.parametrize(("n", "exact"), [(2, 12.706), (10, 2.262), (21, 2.086), (31, 2.042), (121, 1.980)])
