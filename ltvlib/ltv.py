@@ -98,6 +98,10 @@ class TrainConfig:
             takes steps of the same size relative to its own stream); 1: the same absolute step at every layer of
             a model (a fixed fraction of the stream the vector must eventually move, the output's). The initial
             range stays relative to the site. Ignored by absolute recipes.
+        lr_vector_count_exponent: each vector's learning rate is divided by ``n ** e``, with ``n`` the number of
+            vectors the LTV trains jointly (layers times positions) and ``e`` this exponent: 0 gives every vector
+            the whole step (a 40-vector LTV then moves the stream 40 steps at once); 1 shares one step among
+            them. A one-vector LTV is unaffected; so is the released recipe (0).
     """
 
     recipe: str
@@ -118,6 +122,7 @@ class TrainConfig:
     retries_without_progress: int = 0
     retry_lr_factor: float = 1 / 3
     lr_final_stream_weight: float = 0.0
+    lr_vector_count_exponent: float = 0.0
 
     def __post_init__(self) -> None:
         if self.early_stopping not in EARLY_STOPPING:
@@ -128,6 +133,8 @@ class TrainConfig:
             raise ValueError(f"retry_lr_factor must lie in (0, 1), got {self.retry_lr_factor}")
         if not 0.0 <= self.lr_final_stream_weight <= 1.0:
             raise ValueError(f"lr_final_stream_weight must lie in [0, 1], got {self.lr_final_stream_weight}")
+        if not 0.0 <= self.lr_vector_count_exponent <= 1.0:
+            raise ValueError(f"lr_vector_count_exponent must lie in [0, 1], got {self.lr_vector_count_exponent}")
 
 
 PAPER_RECIPE = TrainConfig(
@@ -157,7 +164,7 @@ FAST_RECIPE = TrainConfig(
     recipe="fast", lr=0.9 / FAST_REFERENCE_RMS, weight_decay=0.01, batch_size=16, epochs=8,
     samples_per_epoch=128, init_range=0.1 / FAST_REFERENCE_RMS, patience=2, prefix_cache=True,
     patience_after_gain=True, val_queries=200, relative_to_stream=True, retries_without_progress=2,
-    lr_final_stream_weight=1.0,
+    lr_final_stream_weight=1.0, lr_vector_count_exponent=1.0,
 )
 """Ours: batches of 16 with a larger learning rate, at most 8 epochs of 128 queries (64 steps, 1,024 samples
 against the paper's 1,000), cached prompt prefixes and early blocks skipped; the same initialisation, AdamW,
@@ -179,10 +186,16 @@ recipe on Antonym and TREC, ``bench/recipe_grid.py``). Then, by the rule "the hi
 (what early stopping sees, never test accuracy) over the grid's points", over Antonym and TREC at layers 0, 3,
 8, 15, 22, 26 and 29 (``bench/layer_recipes.py``): site-relative factors first (x27 of 0.0163 won,
 2026-12-01), then the blend ``w`` in quarters with the factor interpolated per point from single runs at x9 to
-x2187 (``bench/step_blend.py``): w = 0 / x27 44.1 %, w = 1/2 / x27 46.5, w = 3/4 / x15.6 47.3, **w = 1 / x9
-47.7** (bench/RESULTS.md, "session 17"). Checked against a third and three times its learning rate on test
-accuracy at those 14 points (3-10 seeds each): within 5 points of the better neighbour at 13; at TREC layer 3
-three times the step scores 5.5 points more [1.0, 10.0] (10 seeds).
+x2187 (``bench/step_blend.py``): w = 0 / x27 44.1 %, w = 1/2 / x27 46.3, w = 3/4 / x15.6 47.1, **w = 1 / x9
+47.7** (bench/RESULTS.md, "sessions 17 and 18"). Checked against a third and three times its learning rate on
+test accuracy at those 14 points (3-10 seeds each): within 5 points of the better neighbour at 13; at TREC layer
+3 three times the step scores 5.5 points more [1.0, 10.0] (10 seeds). All of that was one-vector LTVs.
+
+Several vectors (``lr_vector_count_exponent=1``): an LTV of ``n`` vectors gives each ``1/n`` of that learning
+rate, so its vectors together move the stream about as far per step as one vector does. With the whole step
+each, chapter 02's 40-vector LTV (every 4th layer x the last 5 positions) stayed near its start on Capital,
+Capitalize and Antonym (validation 0.020 / 0.045 / 0.025); with ``1/sqrt(n)`` 0.347 / 0.035 / 0.025; with
+``1/n`` 0.408 / 0.775 / 0.375 (bench/RESULTS.md, "session 19"). A one-vector LTV is unaffected.
 
 A run that does not train (its kept vector no better on validation than its random start) is trained again
 from the same start with a third of the learning rate, at most twice (``retries_without_progress``): a run that
@@ -553,7 +566,7 @@ def _train_attempt(
 
     rms = site_stream_rms(lm, task, train, layers, positions) if config.relative_to_stream else None
     scales = rms or (1.0,) * (len(layers) * len(positions))
-    lr_scales = step_scales(config, lm, task, train, layers, positions) if rms is not None else scales
+    lr_scales = step_scales(config, lm, task, train, layers, positions, site_rms=rms)
     # The same draw for every recipe, then each row scaled to its site: an absolute recipe's vectors are
     # bit-identical to those of the code before relative steps existed.
     draw = torch.rand(len(scales), lm.d_model, generator=gen) * 2 - 1
@@ -630,18 +643,24 @@ def _train_attempt(
 
 def step_scales(
     config: TrainConfig, lm: LoadedModel, task: Task, train: Sequence[Example], layers: Sequence[int],
-    positions: Sequence[int],
+    positions: Sequence[int], *, site_rms: Sequence[float] | None = None,
 ) -> tuple[float, ...]:
-    """Per (layer, position) site, layer-major: what a stream-relative ``config``'s learning rate is multiplied
-    by, ``rms_site ** (1 - w) * rms_last ** w`` with ``w = config.lr_final_stream_weight`` and ``rms_last`` the
-    stream entering the last block at the same position (both :func:`~ltvlib.stream_scale.site_stream_rms`,
-    measured by the same cached forward)."""
-    site = site_stream_rms(lm, task, train, layers, positions)
+    """Per (layer, position) site, layer-major: what ``config.lr`` is multiplied by to give each vector's peak
+    learning rate, ``rms_site ** (1 - w) * rms_last ** w / n ** e`` for a stream-relative config
+    (``w = config.lr_final_stream_weight``; ``rms_last`` the stream entering the last block at the same position,
+    both :func:`~ltvlib.stream_scale.site_stream_rms`, measured by the same cached forward; ``n`` the number of
+    sites and ``e = config.lr_vector_count_exponent``), ``1 / n ** e`` for an absolute one (nothing measured).
+    ``site_rms``: the sites' RMS when the caller has it already."""
+    n = len(layers) * len(positions)
+    share = 1.0 / n ** config.lr_vector_count_exponent
+    if not config.relative_to_stream:
+        return (share,) * n
+    site = tuple(site_rms) if site_rms is not None else site_stream_rms(lm, task, train, layers, positions)
     w = config.lr_final_stream_weight
     if w == 0.0:
-        return site
+        return tuple(s * share for s in site)
     last = site_stream_rms(lm, task, train, [lm.n_layers - 1] * len(layers), positions)
-    return tuple(s ** (1 - w) * t ** w for s, t in zip(site, last))
+    return tuple(s ** (1 - w) * t ** w * share for s, t in zip(site, last))
 
 
 def validation_metric(config: TrainConfig, task: Task) -> str:
@@ -677,7 +696,8 @@ def absolute_recipe(
     """A stream-relative ``config`` as the absolute numbers it takes at a site whose stream has RMS ``rms`` in a
     model whose stream entering the last block has RMS ``last_rms`` (defaults: SmolLM2-135M's middle and last
     layers, so ``absolute_recipe(FAST_RECIPE)`` has lr ``0.9 / 6.15 * 29.0 = 4.24`` and init 0.1): the learning
-    rate blends the two as :func:`step_scales` does, the initial range follows ``rms``. An absolute config is
+    rate blends the two as :func:`step_scales` does, the initial range follows ``rms``; the share among
+    vectors (``lr_vector_count_exponent``) is kept, as it applies to absolute configs too. An absolute config is
     returned as it is. For trainers that do not measure the stream (e.g. the PEFT comparison's)."""
     if not config.relative_to_stream:
         return config

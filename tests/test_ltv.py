@@ -247,7 +247,8 @@ def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama, weigh
     assert final[0] != pytest.approx(expected[0], rel=0.05)  # the two streams differ, so the blend is tested
     assert ltv.stream_rms == pytest.approx(expected, rel=1e-6)
     blend = [s ** (1 - weight) * t ** weight for s, t in zip(expected, final)]
-    assert ltv.effective_lr == pytest.approx([FAST_RECIPE.lr * b for b in blend], rel=1e-6)
+    # four vectors share the step: each takes a quarter (lr_vector_count_exponent=1)
+    assert ltv.effective_lr == pytest.approx([FAST_RECIPE.lr * b / 4 for b in blend], rel=1e-6)
     assert ltv.effective_init == pytest.approx([FAST_RECIPE.init_range * r for r in expected], rel=1e-12)
     # each row starts inside its own site's range
     for row, init in zip(ltv.vectors, ltv.effective_init):
@@ -268,6 +269,37 @@ def test_the_default_learning_rate_is_the_same_at_every_layer(llama):
 def test_a_final_stream_weight_outside_0_1_names_the_value(weight):
     with pytest.raises(ValueError, match="lr_final_stream_weight"):
         with_config(FAST_RECIPE, lr_final_stream_weight=weight)
+
+
+@pytest.mark.parametrize("exponent", [0.0, 0.5, 1.0])
+def test_vectors_trained_together_share_the_learning_rate(llama, exponent):
+    """Each of ``n`` vectors takes ``1 / n ** e`` of the rate one vector at its site would take."""
+    splits = _splits()
+    config = with_config(FAST_RECIPE, lr_vector_count_exponent=exponent)
+    layers, positions = [0, 1, 2], [-2, -1]
+    together = step_scales(config, llama, splits.task, splits.train, layers, positions)
+    alone = [step_scales(config, llama, splits.task, splits.train, [layer], [pos])[0]
+             for layer in layers for pos in positions]
+    assert together == pytest.approx([a / 6 ** exponent for a in alone], rel=1e-12)
+    # an absolute config measures nothing and shares the same way; the released recipe does not share
+    assert step_scales(with_config(PAPER_RECIPE, lr_vector_count_exponent=exponent), llama, splits.task,
+                       splits.train, layers, positions) == pytest.approx([1 / 6 ** exponent] * 6, rel=1e-12)
+    assert step_scales(PAPER_RECIPE, llama, splits.task, splits.train, layers, positions) == (1.0,) * 6
+
+
+def test_step_scales_takes_a_site_rms_it_is_given(llama):
+    splits = _splits()
+    measured = step_scales(FAST_RECIPE, llama, splits.task, splits.train, [0, 2], [-1])
+    given = step_scales(with_config(FAST_RECIPE, lr_final_stream_weight=0.0), llama, splits.task, splits.train,
+                        [0, 2], [-1], site_rms=[3.0, 5.0])
+    assert given == pytest.approx((1.5, 2.5), rel=1e-12)  # the given RMS, shared by two vectors
+    assert measured[0] == pytest.approx(measured[1], rel=1e-12)  # w=1: the last block's stream, whatever the layer
+
+
+@pytest.mark.parametrize("exponent", [-0.5, 2.0, float("nan")])
+def test_a_vector_count_exponent_outside_0_1_names_the_value(exponent):
+    with pytest.raises(ValueError, match="lr_vector_count_exponent"):
+        with_config(FAST_RECIPE, lr_vector_count_exponent=exponent)
 
 
 def test_a_ten_times_larger_stream_gets_ten_times_larger_steps():
@@ -299,6 +331,7 @@ def test_the_paper_recipe_keeps_its_absolute_numbers(llama):
 
 def test_the_fast_recipe_takes_its_chosen_absolute_steps_at_the_reference_stream():
     assert FAST_RECIPE.relative_to_stream and FAST_RECIPE.lr_final_stream_weight == 1.0
+    assert FAST_RECIPE.lr_vector_count_exponent == 1.0 and PAPER_RECIPE.lr_vector_count_exponent == 0.0
     # the chosen factor: 9 times the relative 0.1 / 6.15, of the last block's stream
     assert FAST_RECIPE.lr * FAST_REFERENCE_RMS == pytest.approx(0.9, rel=1e-12)
     assert FAST_RECIPE.init_range * FAST_REFERENCE_RMS == pytest.approx(0.1, rel=1e-12)
