@@ -6,10 +6,13 @@ Usage: python bench/runs19/multi_site_pilot.py P TASK:SETTING [...]   (SETTING i
 
 The recorded runs (pilot_p*.jsonl) were made before the field existed, by dividing the recipe's lr by n ** p,
 which is the same learning rate."""
-import sys, time, json
+import json
+import sys
+import time
 from dataclasses import replace
-from ltvlib.models import load_model
+
 from ltvlib.ltv import train_ltv
+from ltvlib.models import load_model
 from ltvlib.study.plans import PROFILES, run_sizes
 
 p = float(sys.argv[1]); jobs = sys.argv[2:]
