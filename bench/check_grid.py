@@ -22,19 +22,16 @@ default paired by point and its t interval over points. Test accuracy is printed
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
-import re
 import statistics
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("step_rules", Path(__file__).with_name("step_rules.py"))
-assert _spec is not None and _spec.loader is not None
-_step_rules = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_step_rules)
-t_interval = _step_rules.t_interval
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other bench scripts, also when loaded by path
+from recipe_tables import read_tables
+from step_rules import t_interval
 
 RECIPES = ("lr/3", "default", "lr*3")
 BOUND = 5.0
@@ -57,25 +54,18 @@ Key = tuple[str, str, int, str, int]  # (model, task, layer, recipe, seed)
 def read_runs(paths: list[Path]) -> dict[Key, Run]:
     """``(model, task, layer, recipe, seed) -> Run`` from layer_recipes tables; a repeated key must agree."""
     runs: dict[Key, Run] = {}
-    for path in paths:
-        lines = path.read_text().splitlines()
-        head = re.match(r"model (\S+) \(\d+ layers\);.* seed (\d+);", lines[0]) if lines else None
-        if head is None or "single runs" not in lines[0]:
-            raise SystemExit(f"{path}: not a `layer_recipes.py --single-run` table "
-                             f"(its first line: {lines[0] if lines else ''!r})")
-        model, seed = head.group(1), int(head.group(2))
-        for line in lines:
-            c = [x.strip() for x in line.split("|")]
-            if len(c) < 16 or c[4] not in RECIPES or not c[2].isdigit():
+    for table in read_tables(paths):
+        for c in table.rows:
+            if c[4] not in RECIPES:
                 continue
             if c[13] == "diverged":
                 run = Run(math.nan, math.nan, False, float(c[12]))
             else:
                 run = Run(float(c[8].split("%")[0]), float(c[14]), c[9].startswith("yes"), float(c[12]))
-            key = (model, c[1], int(c[2]), c[4], seed)
+            key = (table.model, c[1], int(c[2]), c[4], table.seed)
             old = runs.get(key)
             if old is not None and (old.test, old.score, old.trained) != (run.test, run.score, run.trained):
-                raise SystemExit(f"{path}: {key} differs from an earlier table's run ({old} against {run})")
+                raise SystemExit(f"{table.path}: {key} differs from an earlier table's run ({old} against {run})")
             runs[key] = run
     return runs
 

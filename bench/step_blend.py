@@ -29,10 +29,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import re
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other bench scripts, also when loaded by path
+from recipe_tables import read_tables
 
 UNIT = 0.1 / 6.15
 """The relative learning rate factors multiply (``bench/layer_recipes.py``'s ``RELATIVE_UNIT``)."""
@@ -74,20 +77,14 @@ def site_factor(lr: float, rms: float) -> float:
 def read_runs(paths: list[Path]) -> Runs:
     """Rows of ``layer_recipes.py --single-run`` tables (later files win on a duplicate (point, factor, seed))."""
     runs = Runs()
-    for path in paths:
-        lines = path.read_text().splitlines()
-        head = re.match(r"model \S+ \((\d+) layers\).*seed (\d+)", lines[0]) if lines else None
-        if head is None or "single runs" not in lines[0]:
-            raise SystemExit(f"{path}: not a `layer_recipes.py --single-run` table (first line: "
-                             f"{lines[0] if lines else ''!r})")
-        n_layers, seed = int(head.group(1)), int(head.group(2))
+    for table in read_tables(paths):
+        n_layers, seed = table.n_layers, table.seed
         if runs.n_layers not in (None, n_layers):
-            raise SystemExit(f"{path}: a model with {n_layers} layers among tables of one with {runs.n_layers}")
+            raise SystemExit(f"{table.path}: a model with {n_layers} layers among tables of one with {runs.n_layers}")
         runs.n_layers = n_layers
-        for line in lines:
-            c = [x.strip() for x in line.split("|")]
-            if len(c) < 16 or not c[2].isdigit() or c[4] == "paper":
-                continue  # header, separator, summary rows, the released (absolute) recipe
+        for c in table.rows:
+            if c[4] == "paper":
+                continue  # the released (absolute) recipe
             if c[13] == "diverged":
                 runs.diverged += 1
                 continue

@@ -29,8 +29,12 @@ import argparse
 import math
 import re
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other bench scripts, also when loaded by path
+from recipe_tables import read_tables
 
 FACTORS = {"lr/9": 3, "lr/3": 9, "default": 27, "lr*3": 81, "lr*9": 243}
 T95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262, 11: 2.228,
@@ -42,22 +46,15 @@ Run = dict  # trained, test, score, stopped
 def read_runs(paths: list[Path]) -> dict[tuple[str, int, int, int], Run]:
     """``(task, layer, factor, seed) -> run`` from layer_recipes tables (later files win on duplicates)."""
     runs: dict[tuple[str, int, int, int], Run] = {}
-    for path in paths:
-        lines = path.read_text().splitlines()
-        if not lines:
-            continue
-        header = re.search(r"seed (\d+)", lines[0])
-        if header is None or "single runs" not in lines[0]:
-            raise SystemExit(f"{path}: not a `layer_recipes.py --single-run` table (its first line: {lines[0]!r})")
-        seed = int(header.group(1))
-        weight = re.search(r"lr_final_stream_weight ([\d.]+)", lines[0])
+    for table in read_tables(paths):
+        seed = table.seed
+        weight = re.search(r"lr_final_stream_weight ([\d.]+)", table.path.read_text().splitlines()[0])
         if weight is not None and float(weight.group(1)) != 0:
-            raise SystemExit(f"{path}: its recipes' learning rates are relative to the last block's stream "
+            raise SystemExit(f"{table.path}: its recipes' learning rates are relative to the last block's stream "
                              f"(lr_final_stream_weight {weight.group(1)}); this script maps recipe names to "
                              "site-relative factors (tables before 2026-12-03): use bench/step_blend.py")
-        for line in lines:
-            c = [x.strip() for x in line.split("|")]
-            if len(c) < 16 or c[4] not in FACTORS or not c[2].isdigit():
+        for c in table.rows:
+            if c[4] not in FACTORS:
                 continue
             key = (c[1], int(c[2]), FACTORS[c[4]], seed)
             if c[13] == "diverged":
