@@ -8,11 +8,13 @@ holds in test sets (``ltvs.test_sets``, kept three at a time), so that the two c
 compared with the resident memory they explain.
 
     OMP_NUM_THREADS=1 python bench/memory_parts.py --task rte --layer 15 --shots 10
+    OMP_NUM_THREADS=1 python bench/memory_parts.py --task rte --layer 15 --shots 10 --eval-batch 16
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import resource
 import tempfile
@@ -33,6 +35,9 @@ def main() -> None:
     ap.add_argument("--task", default="rte")
     ap.add_argument("--layer", type=int, default=15)
     ap.add_argument("--shots", type=int, default=10, help="also evaluate with this many demonstrations (0: skip)")
+    ap.add_argument("--eval-batch", type=int, default=None,
+                    help="prompts per forward in ltvlib.evaluate.evaluate (default: its own, 64): does a smaller "
+                         "batch lower the evaluation's transient peak?")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ltv-memory-") as tmp:
         # an empty cache but for the models and data of the usual one (as a cold rebuild), so the LTV really trains
@@ -41,15 +46,22 @@ def main() -> None:
             if (real / part).exists():
                 (Path(tmp) / part).symlink_to(real / part)
         os.environ["LTV_CACHE_DIR"] = tmp
-        from ltvlib import memo, prompt_store
+        from ltvlib import evaluate, memo, prompt_store
         from ltvlib.models import load_model
         from ltvlib.study.ltvs import ltv_accuracy, trained_ltv
         from ltvlib.study.plans import get_profile, run_sizes
 
         sizes = run_sizes(get_profile("cpu"))
+        if args.eval_batch is not None:
+            # the chapters' helpers call evaluate() with its default batch size; change that default only (on the
+            # function inside its no-grad wrapper, whose own call passes the keyword through)
+            defaults = inspect.unwrap(evaluate.evaluate).__kwdefaults__
+            assert defaults is not None
+            defaults["batch_size"] = args.eval_batch
         lm = load_model(args.model, device="cpu")
         print(f"model {lm.name}, task {args.task}, layer {args.layer}, cpu profile (train {sizes.n_train}, "
-              f"validation {sizes.n_val}), store bound {prompt_store.STORE.max_bytes / 2**30:.2f} GiB\n")
+              f"validation {sizes.n_val}), store bound {prompt_store.STORE.max_bytes / 2**30:.2f} GiB, evaluation "
+              f"batch {(inspect.unwrap(evaluate.evaluate).__kwdefaults__ or {}).get('batch_size')}\n")
         print("| stage | seconds | RSS now (GiB) | RSS peak (GiB) | store (GiB) | memo'd test sets (GiB) |")
         print("|---|---|---|---|---|---|")
 
