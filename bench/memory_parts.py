@@ -2,7 +2,8 @@
 
 Trains one LTV of ``--task`` at ``--layer`` (``cpu`` profile sizes and recipe; a fresh, temporary vector cache so
 that it really trains) and evaluates it on the test split zero-shot and, with ``--shots``, with that many
-demonstrations, as chapters 00 and 02 do (``ltvlib.study.ltvs``). After each stage it prints the process's resident
+demonstrations, through the chapters' own helpers (``ltvlib.study.ltvs.trained_ltv`` and ``ltv_accuracy``; chapters
+00 and 02 evaluate 10- and 8-shot prompts through the same ``ltvlib.evaluate.evaluate``). After each stage it prints the process's resident
 memory (now and the peak so far), the bytes of cached tensors the prompt store holds and the bytes the model's memo
 holds in test sets (``ltvs.test_sets``, kept three at a time), so that the two caches a chapter accumulates can be
 compared with the resident memory they explain.
