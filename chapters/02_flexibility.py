@@ -363,8 +363,8 @@ for c in claims:
 # - **Training recipe.** The LTVs use the book's `fast` recipe (`ltvlib.ltv.FAST_RECIPE`: batches of 16,
 #   at most 8 epochs of 128 queries, early stopping, an initial range relative to the residual stream's scale
 #   at each vector's site and a learning rate relative to the last block's, shared among the vectors: each
-#   of an LTV's $n$ vectors takes $1/n$ of one vector's learning rate, so 40 vectors together move the stream
-#   about as far per step as one; with the whole step each, the 40-vector LTVs of Capital, Capitalize and
+#   of an LTV's $n$ vectors takes $1/n$ of one vector's learning rate, so the 40 vectors' step sizes add up to
+#   one vector's step (arithmetic; how far they move the stream together was not measured); with the whole step each, the 40-vector LTVs of Capital, Capitalize and
 #   Antonym stayed near their start on validation, `bench/RESULTS.md`, "session 19"); the paper's released
 #   recipe uses batch 1 and the same learning rate for every vector (`recipe="paper"` runs it).
 # - **Settings.** `cpu` measures the table's every-4th-layer column and the last layer only; the `paper`

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .forward import PromptRunner, Tail
+from .forward import DEFAULT_BATCH_TOKENS, PromptRunner, Tail, token_batches
+from .heap import release_free_heap
 from .inject import VectorEdit
 from .prompts import answer_ids, encode_prompts, sample_demos
 from .tasks import Example, Task, get_task
@@ -131,6 +132,17 @@ class EvalSet:
             self.label_first = [ids[0] for ids in answer_ids(lm.tokenizer, self.task, self.task.labels)]
         self.lm = lm
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the prompts' cached prefixes (keys/values and states) held so far, over all runners."""
+        return sum(runner.cache_bytes for _, runner in self.groups)
+
+
+MEMO_EVALSET_BYTES = 1536 * 2**20
+"""Bound on the cached prefixes of the test sets a model's memo keeps for one call site (``ltvs.test_sets``,
+``extracted.evalsets``): 1.5 GiB, one full RTE test set at ten shots or two zero-shot ones; with the prompt store's
+2 GiB and the model this keeps a chapter process under 6 GiB."""
+
 
 @torch.no_grad()
 def evaluate(
@@ -138,18 +150,22 @@ def evaluate(
     edits: Sequence[VectorEdit] = (),
     *,
     batch_size: int = 64,
+    max_tokens: int = DEFAULT_BATCH_TOKENS,
 ) -> EvalResult:
     """Evaluate ``evalset`` with ``edits`` injected (none: the plain model), each where it says (layer, site,
-    prompt position, add or replace: :class:`~ltvlib.inject.VectorEdit`)."""
+    prompt position, add or replace: :class:`~ltvlib.inject.VectorEdit`), in batches of at most ``batch_size``
+    prompts and ``max_tokens`` padded tokens (:func:`~ltvlib.forward.token_batches`; a prompt's first evaluation
+    runs it in full, so the bound counts whole prompts)."""
     tok = evalset.lm.tokenizer
     n = len(evalset.examples)
     top, gold_p, label_pred = [0] * n, [0.0] * n, [0] * n
     for index, runner in evalset.groups:
         # Batches of similar length: a batch is padded to its longest prompt, and RTE's prompts run from 20 to
         # 278 tokens, so batching in split order spent about three padded tokens per real one.
-        order = sorted(range(len(index)), key=lambda i: (len(runner.prompts.rows[i]), i))
-        for start in range(0, len(index), batch_size):
-            local = order[start : start + batch_size]
+        shared = len(runner.prompts.shared)
+        lengths = [shared + len(row) for row in runner.prompts.rows]
+        order = sorted(range(len(index)), key=lambda i: (lengths[i], i))
+        for local in token_batches(order, lengths, batch_size, max_tokens):
             logits, _ = runner.run(local, edits)
             last = logits[:, -1].float()
             rows = [index[i] for i in local]
@@ -160,6 +176,8 @@ def evaluate(
             if evalset.label_first is not None:
                 for r, t in zip(rows, last[:, evalset.label_first].argmax(-1).tolist()):
                     label_pred[r] = t
+    # the batches' temporaries are freed now; hand their pages back (resident memory had stayed ~2x the caches)
+    release_free_heap()
     correct = [t == g for t, g in zip(top, evalset.gold_first)]
     label_accuracy = balanced = None
     label_words = None

@@ -24,13 +24,14 @@ give the same numbers up to floating-point rounding (``tests/test_forward.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from .heap import release_free_heap
 from .inject import VectorEdit, inject, record_residual
 from .kv_cache import KVPrefix, compute_prefix, forward_from_layer, forward_tokens
 from .prompts import EncodedPrompts, pad_left, pad_right
@@ -66,6 +67,36 @@ class PositionTail:
 
 
 Tail = int | PositionTail | None
+
+DEFAULT_BATCH_TOKENS = 8192
+"""Default bound on a forward's padded size (rows x the longest row's tokens). A row-count bound alone let a batch
+of 64 ten-shot RTE prompts (about 800 tokens each) hold every block's keys and values of 51,000 tokens at once
+(about 2.3 GB on SmolLM2-135M in fp32) during their first pass; 8,192 tokens keeps 64-row batches of prompts up to
+128 tokens, so zero-shot evaluation batches as before, and bounds a long-prompt batch's transient to about 0.4 GB."""
+
+
+def token_batches(order: Sequence[int], lengths: Sequence[int], max_rows: int,
+                  max_tokens: int = DEFAULT_BATCH_TOKENS) -> Iterator[list[int]]:
+    """Consecutive slices of ``order`` with at most ``max_rows`` rows whose padded size (rows x the slice's
+    longest ``lengths[i]``) is at most ``max_tokens``; a row longer than ``max_tokens`` forms a batch of its own.
+    ``order`` sorted by length gives the least padding.
+
+    Raises:
+        ValueError: ``max_rows`` or ``max_tokens`` below 1.
+    """
+    if max_rows < 1 or max_tokens < 1:
+        raise ValueError(f"batches need max_rows >= 1 and max_tokens >= 1, got {max_rows} and {max_tokens}")
+    batch: list[int] = []
+    width = 0
+    for i in order:
+        wider = max(width, lengths[i])
+        if batch and (len(batch) == max_rows or (len(batch) + 1) * wider > max_tokens):
+            yield batch
+            batch, wider = [], lengths[i]
+        batch.append(i)
+        width = wider
+    if batch:
+        yield batch
 
 
 def tail_needed(positions: Sequence[int]) -> Tail:
@@ -232,7 +263,8 @@ class PromptRunner:
             self.cache_bytes += entry.nbytes
 
     @torch.no_grad()
-    def prefill(self, answers: Sequence[Sequence[int]] | None = None, *, batch_size: int = 32) -> int:
+    def prefill(self, answers: Sequence[Sequence[int]] | None = None, *, batch_size: int = 32,
+                max_tokens: int = DEFAULT_BATCH_TOKENS) -> int:
         """Compute every row's cache now, in batches of similar length (little padding), with the tail's block
         inputs for blocks ``first_layer..L-1``: one no-gradient full forward per row, after which every run that
         injects at ``first_layer`` or later costs only its tail. Rows already cached, and rows past
@@ -242,6 +274,8 @@ class PromptRunner:
             answers: per row, the answer token ids training teacher-forces (their states are kept with the
                 row); None: no answer tokens (evaluation).
             batch_size: rows per forward.
+            max_tokens: bound on a forward's padded tokens (rows x longest prompt plus answer; see
+                :func:`token_batches`).
 
         Returns:
             the number of rows computed (a full forward each); 0 on the full path (nothing to cache).
@@ -252,14 +286,16 @@ class PromptRunner:
         todo = [i for i in range(len(self)) if i not in self.rows]
         todo.sort(key=lambda i: (len(self.prompts.rows[i]), len(keys[i]), i))
         done = 0
-        for start in range(0, len(todo), batch_size):
+        shared = len(self.prompts.shared)
+        lengths = [shared + len(row) + len(key) for row, key in zip(self.prompts.rows, keys)]
+        for index in token_batches(todo, lengths, batch_size, max_tokens):
             if self.cache_bytes >= self.max_cache_bytes:
                 break
-            index = todo[start : start + batch_size]
             entries = self._first_pass(index, [keys[i] for i in index], states=True, keep_from=self.first_layer)
             for i, entry in zip(index, entries):
                 self._keep(i, entry)
             done += len(index)
+        release_free_heap()  # the forwards' temporaries (every block's keys/values of each batch) are freed now
         return done
 
     def _stack(self, entries: Sequence[_Row], lengths: Sequence[int], keep_from: int) -> KVPrefix | None:

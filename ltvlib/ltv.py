@@ -100,8 +100,9 @@ class TrainConfig:
             range stays relative to the site. Ignored by absolute recipes.
         lr_vector_count_exponent: each vector's learning rate is divided by ``n ** e``, with ``n`` the number of
             vectors the LTV trains jointly (layers times positions) and ``e`` this exponent: 0 gives every vector
-            the whole step (a 40-vector LTV then moves the stream 40 steps at once); 1 shares one step among
-            them. A one-vector LTV is unaffected; so is the released recipe (0).
+            the whole step (a 40-vector LTV's steps then add up to 40 one-vector steps); 1 shares one step among
+            them (their sizes add up to one step, by arithmetic; how far they move the stream together was not
+            measured). A one-vector LTV is unaffected; so is the released recipe (0).
     """
 
     recipe: str
@@ -192,7 +193,8 @@ test accuracy at those 14 points (3-10 seeds each): within 5 points of the bette
 3 three times the step scores 5.5 points more [1.0, 10.0] (10 seeds). All of that was one-vector LTVs.
 
 Several vectors (``lr_vector_count_exponent=1``): an LTV of ``n`` vectors gives each ``1/n`` of that learning
-rate, so its vectors together move the stream about as far per step as one vector does. With the whole step
+rate, so their step sizes add up to one vector's step (arithmetic; how far they move the stream together was
+not measured). With the whole step
 each, chapter 02's 40-vector LTV (every 4th layer x the last 5 positions) stayed near its start on Capital,
 Capitalize and Antonym (validation 0.020 / 0.045 / 0.025); with ``1/sqrt(n)`` 0.347 / 0.035 / 0.025; with
 ``1/n`` 0.408 / 0.775 / 0.375 (bench/RESULTS.md, "session 19"). A one-vector LTV is unaffected.

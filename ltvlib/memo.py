@@ -7,7 +7,7 @@ model (a runner keeps ``lm``); that cycle is collected with the model once nothi
 
 A store is divided into namespaces, one per memo (e.g. ``"ltvs.test_sets"``); a namespace may keep only its
 last ``keep`` entries, the oldest stored dropped first, before the new one is built (a hit does not refresh an
-entry). :func:`clear_memory` empties every model's store and the prompt store (:mod:`ltvlib.prompt_store`),
+entry), and may bound the bytes its entries hold together (``max_bytes``). :func:`clear_memory` empties every model's store and the prompt store (:mod:`ltvlib.prompt_store`),
 then collects garbage, so a model the caller deleted is freed before the next one loads.
 
 A copy of a model (``copy.deepcopy``, pickling) starts with an empty store of its own.
@@ -70,7 +70,8 @@ def entries(lm: LoadedModel, namespace: str) -> OrderedDict[Hashable, Any]:
 
 def memo(
     lm: LoadedModel, namespace: str, key: Hashable, build: Callable[[], Any], keep: int | None = None, *,
-    reuse: Callable[[Any], bool] | None = None,
+    reuse: Callable[[Any], bool] | None = None, max_bytes: int | None = None,
+    nbytes: Callable[[Any], int] | None = None,
 ) -> Any:
     """The value stored under ``key`` in ``namespace`` of ``lm``'s store, else ``build()``, stored there.
 
@@ -82,17 +83,39 @@ def memo(
         keep: at most this many entries in the namespace: on a miss the oldest stored are dropped first, before
             ``build`` runs (None: unbounded).
         reuse: a stored value for which ``reuse(value)`` is false is dropped and rebuilt.
+        max_bytes: with ``nbytes``, a bound on the bytes the namespace's entries hold together (``nbytes(value)``
+            each), checked at every call, hit or miss: the oldest stored entries other than the one asked for are
+            dropped while the total exceeds it (values that grow after they are stored, such as test sets
+            caching prompts as they are evaluated, are measured as they are now).
+        nbytes: the bytes a stored value holds (required with ``max_bytes``).
     """
+    if (max_bytes is None) != (nbytes is None):
+        raise ValueError(f"memo {namespace!r}: max_bytes and nbytes go together, got {max_bytes!r} and {nbytes!r}")
     store = entries(lm, namespace)
-    if key in store:
-        if reuse is None or reuse(store[key]):
-            return store[key]
+    if key in store and reuse is not None and not reuse(store[key]):
         del store[key]
-    if keep is not None:
-        while store and len(store) >= keep:
-            store.popitem(last=False)
-    value = store[key] = build()
+    if key in store:
+        value = store[key]
+    else:
+        if keep is not None:
+            while store and len(store) >= keep:
+                store.popitem(last=False)
+        _bound_bytes(store, None, max_bytes, nbytes)
+        value = store[key] = build()
+    _bound_bytes(store, key, max_bytes, nbytes)
     return value
+
+
+def _bound_bytes(store: OrderedDict[Hashable, Any], spare: Hashable | None, max_bytes: int | None,
+                 nbytes: Callable[[Any], int] | None) -> None:
+    """Drop the oldest entries of ``store`` but ``spare`` while they hold more than ``max_bytes`` together."""
+    if max_bytes is None or nbytes is None:
+        return
+    while sum(nbytes(v) for v in store.values()) > max_bytes:
+        oldest = next((k for k in store if k != spare), None)
+        if oldest is None:
+            return
+        del store[oldest]
 
 
 def model_serial(lm: LoadedModel) -> int:

@@ -206,3 +206,24 @@ def test_position_in_the_cached_prefix_names_it_and_the_tail(llama, position, fi
         runner.run([0, 1], [VectorEdit(1, position, theta)])
     assert runner.cached_rows == 0  # refused before any forward
     runner.run([0, 1], [VectorEdit(1, -2, theta)])  # inside the tail: runs
+
+
+def test_prefill_under_a_small_token_bound_caches_the_same_rows(llama):
+    """Prefill in one batch and a row or two at a time (a token bound) keep the same keys, values and states."""
+    prompts = _varied(llama)
+    answers = answer_ids(llama.tokenizer, get_task("antonym"), ["cold"] * len(prompts.rows))
+    one = PromptRunner(llama, prompts, tail=1, skip_early_layers=True)
+    few = PromptRunner(llama, prompts, tail=1, skip_early_layers=True)
+    seen = []
+    original = few._first_pass
+    few._first_pass = lambda index, *a, **k: seen.append(list(index)) or original(index, *a, **k)  # type: ignore[method-assign]
+    size = [len(prompts.shared) + len(r) + len(a) for r, a in zip(prompts.rows, answers)]
+    assert one.prefill(answers) == few.prefill(answers, max_tokens=2 * max(size)) == len(prompts.rows)
+    assert len(seen) >= 3 and all(len(b) * max(size[i] for i in b) <= 2 * max(size) for b in seen)
+    for i in range(len(prompts.rows)):
+        a, b = one.rows[i], few.rows[i]
+        torch.testing.assert_close(a.keys, b.keys, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(a.values, b.values, rtol=1e-4, atol=1e-5)
+        assert a.states.keys() == b.states.keys()
+        for k in a.states:
+            torch.testing.assert_close(a.states[k], b.states[k], rtol=1e-4, atol=1e-5)

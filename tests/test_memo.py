@@ -7,6 +7,7 @@ import copy
 import gc
 import weakref
 
+import pytest
 import torch
 
 from ltvlib import memo, prompt_store
@@ -103,3 +104,33 @@ def test_a_copy_starts_empty() -> None:
     clone = copy.deepcopy(module)
     assert not memo.entries(clone, "test.copy") and memo.model_serial(clone) != memo.model_serial(module)
     assert "k" in memo.entries(module, "test.copy")
+
+
+class _Sized(_Value):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+
+def test_the_byte_bound_drops_the_oldest_but_the_one_asked_for() -> None:
+    module = torch.nn.Linear(2, 2)
+    size = lambda v: v.size
+
+    def put(key: str, n: int) -> _Sized:
+        return memo.memo(module, "test.bytes", key, lambda: _Sized(n), keep=5, max_bytes=100, nbytes=size)
+
+    a, b = put("a", 40), put("b", 40)
+    assert list(memo.entries(module, "test.bytes")) == ["a", "b"]
+    put("c", 40)  # 120 > 100: the oldest goes, never the new one
+    assert list(memo.entries(module, "test.bytes")) == ["b", "c"]
+    b.size = 90  # entries grow after they are stored (test sets cache prompts as they run)...
+    assert put("b", 0) is b  # ...and a hit enforces the bound too, keeping the entry asked for
+    assert list(memo.entries(module, "test.bytes")) == ["b"]
+    put("d", 500)  # a single entry over the bound is still kept (it is the one asked for)
+    assert list(memo.entries(module, "test.bytes")) == ["d"]
+    assert a not in memo.entries(module, "test.bytes").values()
+
+
+def test_the_byte_bound_needs_a_size() -> None:
+    with pytest.raises(ValueError, match="max_bytes and nbytes go together"):
+        memo.memo(torch.nn.Linear(2, 2), "test.bad", "k", _Value, max_bytes=10)

@@ -27,7 +27,7 @@ from ..baselines.vanilla_tv import (
     vanilla_task,
 )
 from ..cache import cache_path, cached_json, dependency_hash, task_key
-from ..evaluate import EvalSet, evaluate
+from ..evaluate import MEMO_EVALSET_BYTES, EvalSet, evaluate
 from ..memo import memo
 from ..sites import check_layer
 from ..stats import Estimate
@@ -79,11 +79,12 @@ def cached_function_vector(
 
 
 # Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the model's
-# memo (:mod:`ltvlib.memo`) keeps the last two.
+# memo (:mod:`ltvlib.memo`) keeps the last two, within :data:`~ltvlib.evaluate.MEMO_EVALSET_BYTES`.
 def _test_evalset(lm: LoadedModel, task: str, run_sizes: RunSizes, template: Template) -> EvalSet:
     splits = task_splits(task, run_sizes)
     return memo(lm, "extracted.evalsets", (task, template, tuple(splits.test)),
-                lambda: EvalSet(lm, vanilla_task(task, template), splits.test, tail=1), keep=2)
+                lambda: EvalSet(lm, vanilla_task(task, template), splits.test, tail=1), keep=2,
+                max_bytes=MEMO_EVALSET_BYTES, nbytes=lambda es: es.nbytes)
 
 
 def _summary(r: Any) -> dict[str, Any]:
