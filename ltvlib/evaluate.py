@@ -139,9 +139,16 @@ class EvalSet:
 
 
 MEMO_EVALSET_BYTES = 1536 * 2**20
-"""Bound on the cached prefixes of the test sets a model's memo keeps for one call site (``ltvs.test_sets``,
-``extracted.evalsets``): 1.5 GiB, one full RTE test set at ten shots or two zero-shot ones; with the prompt store's
-2 GiB and the model this keeps a chapter process under 6 GiB."""
+"""Bound on the cached prefixes of all the test sets a model's memo keeps (``ltvs.test_sets`` and
+``extracted.evalsets`` together, under the budget :data:`EVALSET_BUDGET`): 1.5 GiB. Measured on SmolLM2-135M in fp32
+(``bench/memory_parts.py``): RTE's 200 test prompts hold 0.67 GiB zero-shot (every block from 0) and 0.29 GiB at ten
+shots (ten fixed demonstration blocks, only the queries cached). With the prompt store's bound (2 GiB) and the model
+(0.42 GiB resident), the caches a chapter holds stay under 4 GiB; what a chapter peaks at is measured in
+``bench/RESULTS.md``."""
+
+EVALSET_BUDGET = "evalsets"
+"""The :func:`ltvlib.memo.memo` budget every memo of test sets shares, so that together they stay within
+:data:`MEMO_EVALSET_BYTES` (each alone could hold that much: two of them 3 GiB)."""
 
 
 @torch.no_grad()
@@ -176,7 +183,7 @@ def evaluate(
             if evalset.label_first is not None:
                 for r, t in zip(rows, last[:, evalset.label_first].argmax(-1).tolist()):
                     label_pred[r] = t
-    # the batches' temporaries are freed now; hand their pages back (resident memory had stayed ~2x the caches)
+    # the batches' temporaries are freed now; hand their pages back (resident memory had stayed 1.6-1.7x the caches)
     release_free_heap()
     correct = [t == g for t, g in zip(top, evalset.gold_first)]
     label_accuracy = balanced = None

@@ -72,7 +72,8 @@ DEFAULT_BATCH_TOKENS = 8192
 """Default bound on a forward's padded size (rows x the longest row's tokens). A row-count bound alone let a batch
 of 64 ten-shot RTE prompts (about 800 tokens each) hold every block's keys and values of 51,000 tokens at once
 (about 2.3 GB on SmolLM2-135M in fp32) during their first pass; 8,192 tokens keeps 64-row batches of prompts up to
-128 tokens, so zero-shot evaluation batches as before, and bounds a long-prompt batch's transient to about 0.4 GB."""
+128 tokens (most zero-shot prompts batch as before; RTE's, up to 278 tokens, are split) and bounds a long-prompt
+batch's keys and values to about 0.4 GB (8,192 tokens x 46 KB per token on SmolLM2-135M, computed, not measured)."""
 
 
 def token_batches(order: Sequence[int], lengths: Sequence[int], max_rows: int,
@@ -261,6 +262,24 @@ class PromptRunner:
         if self.cache_rows and i not in self.rows and self.cache_bytes + entry.nbytes <= self.max_cache_bytes:
             self.rows[i] = entry
             self.cache_bytes += entry.nbytes
+
+    def cache_bound(self, answers: Sequence[Sequence[int]] | None = None) -> int:
+        """Bytes the cache will hold once :meth:`prefill` has run with ``answers``, computed from the prompts'
+        lengths without running anything: the rows' prefix keys/values and the block inputs of their tail and
+        teacher-forced answer tokens for blocks ``first_layer..L-1``, at most ``max_cache_bytes``, plus the shared
+        prefix. On the full path, or without ``cache_rows``, what is held now."""
+        shared = self.shared.nbytes if self.shared is not None else 0
+        if self.row_tails is None or not self.cache_rows:
+            return self.cache_bytes + shared
+        g = self.lm.geometry
+        kept = g.n_layers - self.first_layer
+        size = torch.empty((), dtype=self.lm.dtype).element_size()
+        per_prefix_token = 2 * kept * g.n_kv_heads * g.head_dim * size  # keys and values
+        per_tail_token = kept * g.d_model * size  # block inputs
+        extra = [max(len(a) - 1, 0) for a in answers] if answers is not None else [0] * len(self)
+        rows = sum((len(row) - t) * per_prefix_token + (t + n) * per_tail_token
+                   for row, t, n in zip(self.prompts.rows, self.row_tails, extra))
+        return min(self.max_cache_bytes, rows) + shared
 
     @torch.no_grad()
     def prefill(self, answers: Sequence[Sequence[int]] | None = None, *, batch_size: int = 32,

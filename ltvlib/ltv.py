@@ -396,11 +396,18 @@ def _training_prompts(
     if not prompt_store.enabled():
         return _legacy_memo(lm, key, first_layer, lambda: build(first_layer))
 
-    def prefill(data: _TrainingPrompts) -> int:
-        answers = answer_ids(lm.tokenizer, task, [e.output for e in train])
-        return sum(r.prefill([answers[i] for i in g]) for r, g in zip(data.runners, data.groups))
+    def answers() -> list[list[int]]:
+        return answer_ids(lm.tokenizer, task, [e.output for e in train])
 
-    return prompt_store.STORE.get(key, first_layer, build, prefill)
+    def prefill(data: _TrainingPrompts) -> int:
+        ids = answers()
+        return sum(r.prefill([ids[i] for i in g]) for r, g in zip(data.runners, data.groups))
+
+    def bound(data: _TrainingPrompts) -> int:
+        ids = answers()
+        return sum(r.cache_bound([ids[i] for i in g]) for r, g in zip(data.runners, data.groups))
+
+    return prompt_store.STORE.get(key, first_layer, build, prefill, bound)
 
 
 def _validation_set(

@@ -7,7 +7,8 @@ model (a runner keeps ``lm``); that cycle is collected with the model once nothi
 
 A store is divided into namespaces, one per memo (e.g. ``"ltvs.test_sets"``); a namespace may keep only its
 last ``keep`` entries, the oldest stored dropped first, before the new one is built (a hit does not refresh an
-entry), and may bound the bytes its entries hold together (``max_bytes``). :func:`clear_memory` empties every model's store and the prompt store (:mod:`ltvlib.prompt_store`),
+entry), and may bound the bytes its entries hold together (``max_bytes``), alone or with the other namespaces
+that name the same ``budget`` (the oldest stored entry among them dropped first). :func:`clear_memory` empties every model's store and the prompt store (:mod:`ltvlib.prompt_store`),
 then collects garbage, so a model the caller deleted is freed before the next one loads.
 
 A copy of a model (``copy.deepcopy``, pickling) starts with an empty store of its own.
@@ -41,6 +42,10 @@ class _Store:
     def __init__(self) -> None:
         self.serial = next(_SERIALS)
         self.namespaces: dict[str, OrderedDict[Hashable, Any]] = {}
+        #: every (namespace, key) in the order stored, across namespaces (entries since dropped are skipped)
+        self.order: OrderedDict[tuple[str, Hashable], None] = OrderedDict()
+        #: budget name -> the namespaces bounded together under it
+        self.budgets: dict[str, set[str]] = {}
 
     def __deepcopy__(self, memo: dict) -> _Store:
         return _Store()
@@ -71,7 +76,7 @@ def entries(lm: LoadedModel, namespace: str) -> OrderedDict[Hashable, Any]:
 def memo(
     lm: LoadedModel, namespace: str, key: Hashable, build: Callable[[], Any], keep: int | None = None, *,
     reuse: Callable[[Any], bool] | None = None, max_bytes: int | None = None,
-    nbytes: Callable[[Any], int] | None = None,
+    nbytes: Callable[[Any], int] | None = None, budget: str | None = None,
 ) -> Any:
     """The value stored under ``key`` in ``namespace`` of ``lm``'s store, else ``build()``, stored there.
 
@@ -88,34 +93,55 @@ def memo(
             dropped while the total exceeds it (values that grow after they are stored, such as test sets
             caching prompts as they are evaluated, are measured as they are now).
         nbytes: the bytes a stored value holds (required with ``max_bytes``).
+        budget: with ``max_bytes``, bound this namespace together with every other namespace of ``lm``'s store
+            that names the same budget (their values must be of a kind ``nbytes`` measures): the oldest stored
+            entry among them is dropped first, whichever namespace holds it. None: the namespace alone.
     """
     if (max_bytes is None) != (nbytes is None):
         raise ValueError(f"memo {namespace!r}: max_bytes and nbytes go together, got {max_bytes!r} and {nbytes!r}")
+    if budget is not None and max_bytes is None:
+        raise ValueError(f"memo {namespace!r}: budget {budget!r} needs max_bytes and nbytes")
+    owner = _store(lm)
+    members = owner.budgets.setdefault(budget, set()) if budget is not None else {namespace}
+    members.add(namespace)
     store = entries(lm, namespace)
     if key in store and reuse is not None and not reuse(store[key]):
         del store[key]
+        owner.order.pop((namespace, key), None)
     if key in store:
         value = store[key]
     else:
         if keep is not None:
             while store and len(store) >= keep:
-                store.popitem(last=False)
-        _bound_bytes(store, None, max_bytes, nbytes)
+                dropped, _ = store.popitem(last=False)
+                owner.order.pop((namespace, dropped), None)
+        _bound_bytes(owner, members, None, max_bytes, nbytes)
         value = store[key] = build()
-    _bound_bytes(store, key, max_bytes, nbytes)
+        if max_bytes is not None:  # only bounded namespaces need the order across namespaces
+            owner.order[(namespace, key)] = None
+    _bound_bytes(owner, members, (namespace, key), max_bytes, nbytes)
     return value
 
 
-def _bound_bytes(store: OrderedDict[Hashable, Any], spare: Hashable | None, max_bytes: int | None,
+def _bound_bytes(owner: _Store, members: set[str], spare: tuple[str, Hashable] | None, max_bytes: int | None,
                  nbytes: Callable[[Any], int] | None) -> None:
-    """Drop the oldest entries of ``store`` but ``spare`` while they hold more than ``max_bytes`` together."""
+    """Drop the oldest stored entries of the namespaces ``members`` but ``spare`` while they hold more than
+    ``max_bytes`` together."""
     if max_bytes is None or nbytes is None:
         return
-    while sum(nbytes(v) for v in store.values()) > max_bytes:
-        oldest = next((k for k in store if k != spare), None)
+    stores = [owner.namespaces.setdefault(name, OrderedDict()) for name in sorted(members)]
+    while sum(nbytes(v) for store in stores for v in store.values()) > max_bytes:
+        oldest = None
+        for name, key in list(owner.order):
+            if key not in owner.namespaces.get(name, {}):
+                del owner.order[(name, key)]  # dropped since (keep, reuse or a clear)
+            elif name in members and (name, key) != spare:
+                oldest = (name, key)
+                break
         if oldest is None:
             return
-        del store[oldest]
+        del owner.namespaces[oldest[0]][oldest[1]]
+        del owner.order[oldest]
 
 
 def model_serial(lm: LoadedModel) -> int:
@@ -133,6 +159,7 @@ def clear_memory() -> None:
         store = module.__dict__.get(_ATTRIBUTE)
         if store is not None:
             store.namespaces.clear()
+            store.order.clear()
     prompt_store.STORE.entries.clear()
     gc.collect()
     if torch.cuda.is_available():

@@ -16,15 +16,17 @@ every :func:`ltvlib.ltv.train_ltv` call in the process: every layer of a layer s
 **Memory bound**: only blocks ``first_layer..L-1`` are kept; the store holds at most ``max_bytes`` (default
 :data:`DEFAULT_MAX_BYTES`, 2 GiB, or ``LTV_PROMPT_STORE_BYTES``) of cached tensors over all entries and evicts
 the least recently used entries past it (never the one just asked for; a single entry is bounded by its
-runners' own ``max_cache_bytes``: 640 MiB per training runner, 1.5 GiB per validation set). While an entry is
-being built the old ones are still held, so the momentary peak is the bound plus one entry. On SmolLM2-135M
+runners' own ``max_cache_bytes``: 640 MiB per training runner, 1.5 GiB per validation set). Before a new entry
+is prefilled, the entries that would not fit beside it (its size computed from the prompts' lengths) are
+evicted, so the old entries and the one being built are held together only within the bound (or one entry
+alone where it exceeds the bound). On SmolLM2-135M
 in fp32 (3 KV heads of 64, 30 blocks) the train and validation entries of one task at the ``cpu`` sizes (600 and
 200 queries), from block 0 / from the middle block 15, hold: Capital 57 / 28 MiB, Capitalize 200 / 100,
 Antonym 237 / 118 (measured: 213 MiB from block 3, as computed), TREC 157 / 78, SST-2 1,009 / 505, SNLI
 1,377 / 688, RTE 2,899 / 1,450 MiB, the last three before the runners' own caps (rows past a cap are
-recomputed per batch, as before the store). Worst case held: the bound plus the entry being built (2 GiB +
-2.1 GiB), against up to 4.3 GiB for the four runners (two tasks, capped per runner only) the code before
-the store could hold.
+recomputed per batch, as before the store). Worst case held: the larger of the bound and one entry (2.1
+GiB), against the bound plus the entry being built (4.1 GiB) before entries were evicted ahead of a build, and
+up to 4.3 GiB for the four runners (two tasks, capped per runner only) the code before the store could hold.
 
 ``LTV_PROMPT_STORE=0`` selects the code path before the store (``legacy``): runners built and cached per call
 site as before, each prompt's cache computed lazily inside the training batches, at most four runners kept
@@ -58,6 +60,11 @@ def _runners(value: Any) -> list[Any]:
     if hasattr(value, "prefill"):
         return [value]
     return []
+
+
+def _bound(value: Any) -> int:
+    """Bytes a stored value will hold once its runners are prefilled without answer tokens."""
+    return sum(runner.cache_bound() for runner in _runners(value) if hasattr(runner, "cache_bound"))
 
 
 def value_bytes(value: Any) -> int:
@@ -96,10 +103,12 @@ class PromptStore:
     peak_bytes: int = 0
 
     def get(self, key: Hashable, first_layer: int, build: Callable[[int], Any],
-            prefill: Callable[[Any], int] | None = None) -> Any:
+            prefill: Callable[[Any], int] | None = None, bound: Callable[[Any], int] | None = None) -> Any:
         """The value for ``key`` covering blocks from ``first_layer`` on: the stored one when it starts at or
         before ``first_layer``, else ``build(first_layer)`` (then ``prefill(value)``, which returns the rows it
-        computed), stored in place of the old one."""
+        computed), stored in place of the old one. ``bound(value)``: the bytes the value will hold once prefilled
+        (default: its runners' :meth:`~ltvlib.forward.PromptRunner.cache_bound` without answer tokens), room
+        made for before the prefill."""
         entry = self.entries.get(key)
         if entry is not None and entry.first_layer <= first_layer:
             self.entries.move_to_end(key)
@@ -110,6 +119,7 @@ class PromptStore:
         value = build(first_layer)
         self.builds += 1
         if prefill is not None:
+            self._make_room(key, bound(value) if bound is not None else _bound(value))
             self.prefilled_rows += prefill(value)
         self.entries[key] = _Entry(first_layer, value)
         self._account(key)
@@ -119,6 +129,17 @@ class PromptStore:
     def nbytes(self) -> int:
         """Bytes of cached tensors held now."""
         return sum(value_bytes(e.value) for e in self.entries.values())
+
+    def _make_room(self, key: Hashable, need: int) -> None:
+        """Before a new value is prefilled, evict the least recently used entries while they and the ``need``
+        bytes it will hold exceed ``max_bytes``: the entries :meth:`_account` would evict after the build are
+        dropped before it, so the old entries and the new one are never held together past the bound (a single
+        entry larger than the bound is still built)."""
+        while self.entries and self.nbytes + need > self.max_bytes:
+            oldest = next(k for k in self.entries)
+            if oldest == key:  # never the entry being built (it is not stored yet; defensive)
+                break
+            del self.entries[oldest]
 
     def _account(self, keep: Hashable) -> None:
         while self.nbytes > self.max_bytes and len(self.entries) > 1:

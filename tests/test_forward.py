@@ -227,3 +227,34 @@ def test_prefill_under_a_small_token_bound_caches_the_same_rows(llama):
         assert a.states.keys() == b.states.keys()
         for k in a.states:
             torch.testing.assert_close(a.states[k], b.states[k], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("first_layer", [0, 2])
+@pytest.mark.parametrize("tail", [1, 3, PositionTail((2, -1))])
+@pytest.mark.parametrize("with_answers", [False, True])
+def test_cache_bound_is_what_prefill_keeps(tiny, first_layer, tail, with_answers):
+    """The bytes computed from the prompts' lengths before a prefill equal those the prefill keeps (GQA geometry,
+    per-row and shared demonstrations, tails counted from either end, teacher-forced answers)."""
+    task = get_task("antonym")
+    train = list(load_splits(task).train)
+    for prompts in (_varied(tiny), encode_prompts(tiny.tokenizer, task, train[:5], shared_demos=train[20:22])):
+        answers = answer_ids(tiny.tokenizer, task, [e.output for e in train[:len(prompts.rows)]]) if with_answers else None
+        runner = PromptRunner(tiny, prompts, tail=tail, first_layer=first_layer)
+        predicted = runner.cache_bound(answers)
+        runner.prefill(answers)
+        if runner.row_tails is None:  # a position inside the shared demonstrations: full forwards, nothing kept
+            assert predicted == runner.cache_bytes == 0
+            continue
+        shared = runner.shared.nbytes if runner.shared is not None else 0
+        assert runner.cached_rows == len(prompts.rows)
+        assert predicted == runner.cache_bytes + shared > shared
+
+
+def test_cache_bound_stops_at_the_runners_cap(llama):
+    prompts = _varied(llama)
+    whole = PromptRunner(llama, prompts, tail=1).cache_bound()
+    capped = PromptRunner(llama, prompts, tail=1, max_cache_bytes=whole // 2)
+    assert capped.cache_bound() == whole // 2
+    capped.prefill()
+    assert 0 < capped.cache_bytes <= whole // 2 and capped.cached_rows < len(prompts.rows)
+    assert PromptRunner(llama, prompts, tail=None).cache_bound() == 0  # the full path keeps nothing

@@ -134,3 +134,50 @@ def test_the_byte_bound_drops_the_oldest_but_the_one_asked_for() -> None:
 def test_the_byte_bound_needs_a_size() -> None:
     with pytest.raises(ValueError, match="max_bytes and nbytes go together"):
         memo.memo(torch.nn.Linear(2, 2), "test.bad", "k", _Value, max_bytes=10)
+
+
+def test_namespaces_sharing_a_budget_are_bounded_together() -> None:
+    """Two memos naming one budget hold at most ``max_bytes`` together, the oldest stored entry of either dropped
+    first; a namespace outside the budget keeps its own bound."""
+    module = torch.nn.Linear(2, 2)
+    size = lambda v: v.size
+
+    def put(namespace: str, key: str, n: int, budget: str | None = "test.shared") -> _Sized:
+        return memo.memo(module, namespace, key, lambda: _Sized(n), keep=3, max_bytes=100, nbytes=size, budget=budget)
+
+    put("test.a", "a1", 40)
+    put("test.b", "b1", 40)
+    put("test.own", "o1", 90, budget=None)  # its own bound: neither counts it nor is trimmed by it
+    assert list(memo.entries(module, "test.a")) == ["a1"] and list(memo.entries(module, "test.b")) == ["b1"]
+    put("test.b", "b2", 40)  # 120 > 100 over the budget: a1, the oldest of either namespace, goes
+    assert not memo.entries(module, "test.a") and list(memo.entries(module, "test.b")) == ["b1", "b2"]
+    put("test.a", "a2", 30)  # 110: b1 goes, never the entry asked for
+    assert list(memo.entries(module, "test.a")) == ["a2"] and list(memo.entries(module, "test.b")) == ["b2"]
+    assert list(memo.entries(module, "test.own")) == ["o1"]
+    memo.clear_memory()
+    assert not memo._store(module).order
+
+
+def test_a_budget_needs_a_byte_bound() -> None:
+    with pytest.raises(ValueError, match="budget 'x' needs max_bytes"):
+        memo.memo(torch.nn.Linear(2, 2), "test.bad", "k", _Value, budget="x")
+
+
+def test_the_test_set_memos_share_one_budget(monkeypatch) -> None:
+    """The LTVs' and the extracted vectors' test sets are bounded together: a chapter evaluating both held up to
+    twice the bound before (test sets replaced by sized stand-ins, the bound by 100 bytes)."""
+    from types import SimpleNamespace
+
+    from ltvlib.study import extracted, ltvs
+
+    module = torch.nn.Linear(2, 2)
+    for where in (ltvs, extracted):
+        monkeypatch.setattr(where, "MEMO_EVALSET_BYTES", 100)
+        monkeypatch.setattr(where, "EvalSet", lambda *args, **kwargs: SimpleNamespace(nbytes=60))
+    monkeypatch.setattr(extracted, "task_splits", lambda task, sizes: SimpleNamespace(test=(task,)))
+    monkeypatch.setattr(extracted, "vanilla_task", lambda task, template: task)
+    splits = SimpleNamespace(test=("q",), train=())
+    ltv_set = ltvs._test_set(module, "antonym", splits, 0, 0, None, 1)
+    assert extracted._test_evalset(module, "antonym", None, "task") is not ltv_set
+    assert not memo.entries(module, "ltvs.test_sets")  # 120 > 100: the older, the LTVs' set, went
+    assert len(memo.entries(module, "extracted.evalsets")) == 1

@@ -130,3 +130,29 @@ def test_a_single_entry_larger_than_the_bound_is_kept_and_alone():
     assert list(store.entries) == ["b"]
     assert store.get("b", 1, lambda first: pytest.fail("rebuilt")) is store.entries["b"].value
     store.get("b", 0, lambda first: pytest.fail("rebuilt"))
+
+
+def test_old_entries_and_the_one_being_built_stay_within_the_bound(llama, fresh, monkeypatch):
+    """Room is made before a new entry's prefill: the entries held while it is built and the new one's bytes
+    together never pass the bound (without that, the old entries stayed until the new one was stored)."""
+    train_ltv(llama, "antonym", layers=[1], recipe=CONFIG, splits=_splits(), progress=False)
+    bound = int(1.5 * fresh.nbytes)
+    store = PromptStore(max_bytes=bound)
+    monkeypatch.setattr(prompt_store, "STORE", store)
+    held = []
+    original = store.get
+
+    def watched(key, first_layer, build, prefill=None, bound=None):
+        def measured(value):
+            rows = prefill(value)
+            held.append(store.nbytes + prompt_store.value_bytes(value))  # old entries + the one just built
+            return rows
+
+        return original(key, first_layer, build, measured if prefill is not None else None, bound)
+
+    monkeypatch.setattr(store, "get", watched)
+    for task in ("antonym", "capital", "capitalize", "antonym"):
+        train_ltv(llama, task, layers=[1], recipe=CONFIG, splits=load_splits(task, n_train=48, n_val=16),
+                  progress=False)
+    assert len(held) >= 6 and max(held) <= bound
+    assert store.nbytes <= bound and store.builds == len(held)

@@ -27,7 +27,7 @@ from ..baselines.vanilla_tv import (
     vanilla_task,
 )
 from ..cache import cache_path, cached_json, dependency_hash, task_key
-from ..evaluate import MEMO_EVALSET_BYTES, EvalSet, evaluate
+from ..evaluate import EVALSET_BUDGET, MEMO_EVALSET_BYTES, EvalSet, evaluate
 from ..memo import memo
 from ..sites import check_layer
 from ..stats import Estimate
@@ -79,12 +79,13 @@ def cached_function_vector(
 
 
 # Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the model's
-# memo (:mod:`ltvlib.memo`) keeps the last two, within :data:`~ltvlib.evaluate.MEMO_EVALSET_BYTES`.
+# memo (:mod:`ltvlib.memo`) keeps the last two, within :data:`~ltvlib.evaluate.MEMO_EVALSET_BYTES`
+# shared with the LTVs' test sets (:data:`~ltvlib.evaluate.EVALSET_BUDGET`).
 def _test_evalset(lm: LoadedModel, task: str, run_sizes: RunSizes, template: Template) -> EvalSet:
     splits = task_splits(task, run_sizes)
     return memo(lm, "extracted.evalsets", (task, template, tuple(splits.test)),
                 lambda: EvalSet(lm, vanilla_task(task, template), splits.test, tail=1), keep=2,
-                max_bytes=MEMO_EVALSET_BYTES, nbytes=lambda es: es.nbytes)
+                max_bytes=MEMO_EVALSET_BYTES, nbytes=lambda es: es.nbytes, budget=EVALSET_BUDGET)
 
 
 def _summary(r: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import numpy as np
 from ..baselines.function_vector import FunctionVectorConfig
 from ..baselines.vanilla_tv import VanillaTVConfig
 from ..cache import cached_json, task_key
-from ..evaluate import MEMO_EVALSET_BYTES, EvalSet, evaluate
+from ..evaluate import EVALSET_BUDGET, MEMO_EVALSET_BYTES, EvalSet, evaluate
 from ..ltv import LearnedTaskVector, TrainConfig, train_ltv
 from ..memo import memo
 from ..stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
@@ -123,14 +123,15 @@ def trained_ltvs(
 
 # A sweep evaluates many vectors on the same test prompts: the model's memo (:mod:`ltvlib.memo`) keeps its last
 # three test sets (with their cached prompt prefixes), dropping the oldest while they hold more than
-# :data:`~ltvlib.evaluate.MEMO_EVALSET_BYTES`.
+# :data:`~ltvlib.evaluate.MEMO_EVALSET_BYTES` together with the extracted vectors' test sets (one budget,
+# :data:`~ltvlib.evaluate.EVALSET_BUDGET`).
 def _test_set(
     lm: LoadedModel, task: str, splits: TaskSplits, shots: int, seed: int, demo_sets: int | None, tail: Tail
 ) -> EvalSet:
     return memo(lm, "ltvs.test_sets", (task, splits.test, shots, seed, demo_sets, tail),
                 lambda: EvalSet(lm, get_task(task), splits.test, shots=shots, demo_pool=splits.train, seed=seed,
                                 demo_sets=demo_sets, tail=tail, cache_rows=demo_sets is None), keep=3,
-                max_bytes=MEMO_EVALSET_BYTES, nbytes=lambda es: es.nbytes)
+                max_bytes=MEMO_EVALSET_BYTES, nbytes=lambda es: es.nbytes, budget=EVALSET_BUDGET)
 
 
 def ltv_accuracy(
