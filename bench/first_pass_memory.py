@@ -42,14 +42,37 @@ class _TailView:
         return self.kept[b, cols.start - self.offset : cols.stop - self.offset]
 
 
+def tail_record(keep: int) -> Any:
+    """A stand-in for ``ltvlib.inject.record_residual`` (block inputs only) that keeps the last ``keep`` positions
+    of each recorded block input, indexed as if it held them all (``_TailView``)."""
+    from ltvlib.hooks import first_input
+    from ltvlib.sites import block
+
+    @contextlib.contextmanager
+    def record(lm: Any, layers: Any) -> Iterator[dict[int, Any]]:
+        captured: dict[int, Any] = {}
+        handles = []
+        for layer in layers:
+            def pre(module: Any, args: tuple, kwargs: dict, layer: int = layer) -> None:
+                x = first_input(args, kwargs).detach()
+                captured[layer] = _TailView(x[:, -keep:].clone(), max(x.shape[1] - keep, 0))
+            handles.append(block(lm, layer).register_forward_pre_hook(pre, with_kwargs=True))
+        try:
+            yield captured
+        finally:
+            for h in handles:
+                h.remove()
+        assert len(captured) == len(layers), "record hooks did not fire"
+
+    return record
+
+
 def one(task: str, first_layer: int, variant: str, keep: int) -> None:
     import torch
 
     from ltvlib import forward
-    from ltvlib.hooks import first_input
     from ltvlib.models import load_model
     from ltvlib.prompts import answer_ids, encode_prompts
-    from ltvlib.sites import block
     from ltvlib.study.ltvs import task_splits
     from ltvlib.study.plans import get_profile, run_sizes
     from ltvlib.tasks import get_task
@@ -65,24 +88,7 @@ def one(task: str, first_layer: int, variant: str, keep: int) -> None:
         if part.startswith("tokens="):
             max_tokens = int(part.split("=")[1])
     if "tail-record" in variant.split("+"):
-
-        @contextlib.contextmanager
-        def record_tail(lm_: Any, layers: Any) -> Iterator[dict[int, Any]]:
-            captured: dict[int, Any] = {}
-            handles = []
-            for layer in layers:
-                def pre(module: Any, args: tuple, kwargs: dict, layer: int = layer) -> None:
-                    x = first_input(args, kwargs).detach()
-                    captured[layer] = _TailView(x[:, -keep:].clone(), x.shape[1] - keep)
-                handles.append(block(lm_, layer).register_forward_pre_hook(pre, with_kwargs=True))
-            try:
-                yield captured
-            finally:
-                for h in handles:
-                    h.remove()
-            assert len(captured) == len(layers), "record hooks did not fire"
-
-        forward.record_residual = record_tail  # type: ignore[assignment]
+        forward.record_residual = tail_record(keep)  # type: ignore[assignment]
     torch.set_grad_enabled(False)
     forward.release_free_heap()
     before = _kib("VmRSS")
