@@ -9,9 +9,10 @@ thread (every 50 ms) saw that pair's highest resident memory.
 
 For a cold measurement give it a cache that holds chapter 00's vectors (the baseline column reads them) but not
 chapter 02's, e.g. a copy of a cold book's cache with the files chapter 02 wrote removed (``--drop-after`` /
-``--drop-before``: modification-time window of the files to delete from the copy).
+``--drop-before``: the modification-time window, local ISO date and time, of the files to leave out of the copy).
 
-    python bench/chapter02_memory.py --cache-from /path/to/cold/cache --drop-after 06:07:40 --drop-before 06:55:30
+    python bench/chapter02_memory.py --cache-from /path/to/cold/cache --drop-after 2026-12-04T06:07:40 \
+        --drop-before 2026-12-04T06:55:40
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 
 def _status_kib(field: str) -> int:
@@ -88,24 +90,20 @@ def _copy_cache(src: Path, dst: Path, after: dt.datetime | None, before: dt.date
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache-from", type=Path, required=True, help="a book cache to copy (not modified)")
-    ap.add_argument("--drop-after", help="HH:MM:SS (the copy's files modified from then ...)")
-    ap.add_argument("--drop-before", help="HH:MM:SS (... until then are left out); the date is each file's own")
+    ap.add_argument("--drop-after", type=dt.datetime.fromisoformat,
+                    help="YYYY-MM-DDTHH:MM:SS (the copy's files modified from then ...)")
+    ap.add_argument("--drop-before", type=dt.datetime.fromisoformat, help="YYYY-MM-DDTHH:MM:SS (... until then are left out)")
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--model", default="smollm2-135m")
     args = ap.parse_args()
 
-    def when(s: str | None) -> dt.datetime | None:
-        if s is None:
-            return None
-        day = dt.datetime.fromtimestamp((args.cache_from / "results").stat().st_mtime).date()
-        return dt.datetime.combine(day, dt.time.fromisoformat(s))
-
     with tempfile.TemporaryDirectory(prefix="ltv-ch02-memory-") as tmp:
-        dropped = _copy_cache(args.cache_from, Path(tmp), when(args.drop_after), when(args.drop_before))
+        dropped = _copy_cache(args.cache_from, Path(tmp), args.drop_after, args.drop_before)
         os.environ["LTV_CACHE_DIR"] = tmp
         from ltvlib import memo, prompt_store
         from ltvlib.models import load_model
-        from ltvlib.study.flexibility import late_settings, setting_result, table1_settings
+        from ltvlib.study import flexibility_tables
+        from ltvlib.study.flexibility import late_settings, table1_settings
         from ltvlib.study.flexibility_tables import FlexView
         from ltvlib.study.ltv_report import LTVLedger
         from ltvlib.study.plans import flexibility_plan
@@ -125,24 +123,30 @@ def main() -> None:
         sampler = PeakSampler()
         sampler.start()
         overall = 0.0
+        measure_pair = flexibility_tables.setting_result
+
+        def probed(lm: Any, task: str, run: Any, s: Any, **kw: Any) -> Any:
+            """``setting_result`` with its peak memory, the caches after it and where the sampled peak was."""
+            nonlocal overall
+            _reset_peak()
+            sampler.reset()
+            t0 = time.time()
+            result = measure_pair(lm, task, run, s, **kw)
+            peak = _status_kib("VmHWM") / 2**20
+            overall = max(overall, peak)
+            sets = sum(prompt_store.value_bytes(v) for name in ("ltvs.test_sets", "extracted.evalsets")
+                       for v in memo.entries(lm, name).values())
+            print(f"| {task} | {s.name} | {time.time() - t0:.0f} | {peak:.2f} | {_status_kib('VmRSS') / 2**20:.2f} "
+                  f"| {prompt_store.STORE.nbytes / 2**30:.2f} | {sets / 2**30:.2f} | {sampler.best_stack} "
+                  f"({sampler.best_kib / 2**20:.2f}) |", flush=True)
+            return result
+
         t_all = time.time()
-        # the same loop as FlexView.measure
-        for task in view.task_list:
-            for s in view.columns:
-                if task not in view.col_tasks[s.name]:
-                    continue
-                _reset_peak()
-                sampler.reset()
-                t0 = time.time()
-                setting_result(lm, task, run, s, seeds=view.seeds_of(s), zero_shot_seeds=view.base_seeds,
-                               n_test=plan.n_test, seed=0)
-                peak = _status_kib("VmHWM") / 2**20
-                overall = max(overall, peak)
-                budget = sum(prompt_store.value_bytes(v) for name in ("ltvs.test_sets", "extracted.evalsets")
-                             for v in memo.entries(lm, name).values())
-                print(f"| {task} | {s.name} | {time.time() - t0:.0f} | {peak:.2f} | {_status_kib('VmRSS') / 2**20:.2f} "
-                      f"| {prompt_store.STORE.nbytes / 2**30:.2f} | {budget / 2**30:.2f} | {sampler.best_stack} "
-                      f"({sampler.best_kib / 2**20:.2f}) |", flush=True)
+        flexibility_tables.setting_result = probed  # the chapter's own loop (FlexView.measure) calls it per pair
+        try:
+            view.measure(lm, run, n_test=plan.n_test, seed=0)
+        finally:
+            flexibility_tables.setting_result = measure_pair
         sampler.stop.set()
         print(f"\nall pairs: {time.time() - t_all:.0f} s, highest peak {overall:.2f} GiB, store peak "
               f"{prompt_store.STORE.peak_bytes / 2**30:.2f} GiB")

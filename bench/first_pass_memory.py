@@ -45,24 +45,21 @@ class _TailView:
 def tail_record(keep: int) -> Any:
     """A stand-in for ``ltvlib.inject.record_residual`` (block inputs only) that keeps the last ``keep`` positions
     of each recorded block input, indexed as if it held them all (``_TailView``)."""
-    from ltvlib.hooks import first_input
+    from ltvlib.hooks import Hook, first_input, hooked
     from ltvlib.sites import block
 
     @contextlib.contextmanager
     def record(lm: Any, layers: Any) -> Iterator[dict[int, Any]]:
         captured: dict[int, Any] = {}
-        handles = []
-        for layer in layers:
-            def pre(module: Any, args: tuple, kwargs: dict, layer: int = layer) -> None:
-                x = first_input(args, kwargs).detach()
-                captured[layer] = _TailView(x[:, -keep:].clone(), max(x.shape[1] - keep, 0))
-            handles.append(block(lm, layer).register_forward_pre_hook(pre, with_kwargs=True))
-        try:
+
+        def pre(module: Any, args: tuple, kwargs: dict, layer: int) -> None:
+            x = first_input(args, kwargs).detach()
+            captured[layer] = _TailView(x[:, -keep:].clone(), max(x.shape[1] - keep, 0))
+
+        hooks = [Hook(block(lm, layer), "pre", lambda m, a, k, layer=layer: pre(m, a, k, layer), f"layer {layer}")
+                 for layer in layers]
+        with hooked(hooks, what="tail recording hooks"):  # removed on exit; each must have fired
             yield captured
-        finally:
-            for h in handles:
-                h.remove()
-        assert len(captured) == len(layers), "record hooks did not fire"
 
     return record
 
