@@ -76,6 +76,14 @@ of 64 ten-shot RTE prompts (about 800 tokens each) hold every block's keys and v
 batch's keys and values to about 0.4 GB (8,192 tokens x 46 KB per token on SmolLM2-135M, computed, not measured)."""
 
 
+PREFILL_BATCH_TOKENS = 2048
+"""Default bound on a prefill forward's padded size (:meth:`PromptRunner.prefill`). A prefill's first pass records
+every kept block's keys, values and states, so its transient grows with the batch: prefilling RTE's 600 ten-shot
+training prompts from block 0 on SmolLM2-135M took 2.00-2.10 GiB beyond the cache it keeps at 8,192 tokens per
+forward, 1.43-1.49 GiB at 4,096 and 0.94-0.96 GiB at 2,048, and was not slower at 2,048 (62 s against 69-75 s;
+measured, ``bench/first_pass_memory.py``, bench/RESULTS.md "session 22"). That first pass was chapter 02's peak."""
+
+
 def token_batches(order: Sequence[int], lengths: Sequence[int], max_rows: int,
                   max_tokens: int = DEFAULT_BATCH_TOKENS) -> Iterator[list[int]]:
     """Consecutive slices of ``order`` with at most ``max_rows`` rows whose padded size (rows x the slice's
@@ -283,7 +291,7 @@ class PromptRunner:
 
     @torch.no_grad()
     def prefill(self, answers: Sequence[Sequence[int]] | None = None, *, batch_size: int = 32,
-                max_tokens: int = DEFAULT_BATCH_TOKENS) -> int:
+                max_tokens: int = PREFILL_BATCH_TOKENS) -> int:
         """Compute every row's cache now, in batches of similar length (little padding), with the tail's block
         inputs for blocks ``first_layer..L-1``: one no-gradient full forward per row, after which every run that
         injects at ``first_layer`` or later costs only its tail. Rows already cached, and rows past
@@ -294,7 +302,8 @@ class PromptRunner:
                 row); None: no answer tokens (evaluation).
             batch_size: rows per forward.
             max_tokens: bound on a forward's padded tokens (rows x longest prompt plus answer; see
-                :func:`token_batches`).
+                :func:`token_batches`); smaller than evaluation's because the first pass's records grow with the
+                batch (:data:`PREFILL_BATCH_TOKENS`).
 
         Returns:
             the number of rows computed (a full forward each); 0 on the full path (nothing to cache).

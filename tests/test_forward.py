@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltvlib.forward import PositionTail, PromptRunner, tail_needed
+from ltvlib.forward import DEFAULT_BATCH_TOKENS, PREFILL_BATCH_TOKENS, PositionTail, PromptRunner, tail_needed
 from ltvlib.inject import VectorEdit
 from ltvlib.ltv import answer_loss
-from ltvlib.prompts import answer_ids, encode_prompts
+from ltvlib.prompts import EncodedPrompts, answer_ids, encode_prompts
 from ltvlib.tasks import get_task, load_splits
 
 
@@ -227,6 +227,29 @@ def test_prefill_under_a_small_token_bound_caches_the_same_rows(llama):
         assert a.states.keys() == b.states.keys()
         for k in a.states:
             torch.testing.assert_close(a.states[k], b.states[k], rtol=1e-4, atol=1e-5)
+
+
+def test_prefill_splits_long_batches_at_its_own_smaller_bound(llama):
+    """By default a prefill forward holds at most PREFILL_BATCH_TOKENS padded tokens (its first pass records every
+    kept block, so its transient grows with the batch), below evaluation's DEFAULT_BATCH_TOKENS: twelve 300-token
+    prompts (3,600 tokens) go in one forward under evaluation's bound but in several under the prefill's."""
+    assert PREFILL_BATCH_TOKENS < DEFAULT_BATCH_TOKENS
+    g = torch.Generator().manual_seed(0)
+    rows = tuple(tuple(int(t) for t in torch.randint(4, len(llama.tokenizer), (300,), generator=g)) for _ in range(12))
+    prompts = EncodedPrompts(shared=(), rows=rows, texts=("",) * len(rows))
+
+    def batches(**kwargs: int) -> list[list[int]]:
+        runner = PromptRunner(llama, prompts, tail=1)
+        seen: list[list[int]] = []
+        original = runner._first_pass
+        runner._first_pass = lambda index, *a, **k: seen.append(list(index)) or original(index, *a, **k)  # type: ignore[method-assign]
+        assert runner.prefill(**kwargs) == len(rows)
+        return seen
+
+    default = batches()
+    assert len(default) >= 2 and all(300 * len(b) <= PREFILL_BATCH_TOKENS for b in default)
+    assert sorted(i for b in default for i in b) == list(range(len(rows)))
+    assert len(batches(max_tokens=DEFAULT_BATCH_TOKENS)) == 1
 
 
 @pytest.mark.parametrize("first_layer", [0, 2])
