@@ -45,13 +45,17 @@ import importlib, platform
 import torch
 print("python", platform.python_version(), "| torch", torch.__version__, "| cuda", torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+missing = []
 for name in ("transformers", "tokenizers", "huggingface_hub", "peft", "accelerate", "datasets", "papermill",
              "ipykernel", "jupytext", "nbclient", "numpy", "pandas", "pyarrow", "fsspec"):
     try:
         print(f"{name} {importlib.import_module(name).__version__}")
     except Exception as exc:  # report every missing package at once, then stop below
         print(f"{name} MISSING: {type(exc).__name__}: {exc}")
+        missing.append(name)
 import ltvlib.book.runner, ltvlib.models  # noqa: E401,F401  (fails here, not in a chapter, when something is missing)
+if missing:
+    raise SystemExit(f"missing: {', '.join(missing)}")
 PY
 } > "$OUT/environment.txt" 2>&1 || { cat "$OUT/environment.txt"; echo "environment check failed" >> "$OUT/gpu_smoke.md"; exit 1; }
 cat "$OUT/environment.txt"
