@@ -21,7 +21,6 @@ the device tool's 64 MiB.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from packaging.markers import Marker
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,10 +77,6 @@ DEVICE_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "sys
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def closure(roots: tuple[str, ...]) -> dict[str, str]:
