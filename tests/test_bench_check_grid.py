@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "check_grid.py"
-_spec = importlib.util.spec_from_file_location("check_grid", _PATH)
-assert _spec is not None and _spec.loader is not None
-check_grid = importlib.util.module_from_spec(_spec)
-sys.modules["check_grid"] = check_grid  # dataclasses look their module up there
-_spec.loader.exec_module(check_grid)
+from tests.bench_scripts import load_bench
+
+check_grid = load_bench("check_grid")
 
 HEAD = ("model {model} (30 layers); test queries 200; seed {seed}; prompt store shared across vectors; single runs "
         "(no retries); default: relative lr 0.1463, lr_final_stream_weight 1\n\n"

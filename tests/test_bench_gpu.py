@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,11 +11,10 @@ from pathlib import Path
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 
+from tests.bench_scripts import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("gpu_wheels", ROOT / "bench" / "gpu_wheels.py")
-assert _spec is not None and _spec.loader is not None
-gpu_wheels = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gpu_wheels)
+gpu_wheels = load_bench("gpu_wheels")
 
 
 def test_every_requirement_of_a_carried_wheel_is_carried_held_by_the_device_or_left_out_on_purpose():

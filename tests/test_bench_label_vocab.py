@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import torch
 
 from ltvlib.forward import PromptRunner
@@ -12,12 +9,9 @@ from ltvlib.inject import VectorEdit
 from ltvlib.prompts import answer_ids, encode_prompts
 from ltvlib.sites import unembedding
 from ltvlib.tasks import get_task, load_splits
+from tests.bench_scripts import load_bench
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "label_vocab_step.py"
-_spec = importlib.util.spec_from_file_location("label_vocab_step", _PATH)
-assert _spec is not None and _spec.loader is not None
-label_vocab_step = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(label_vocab_step)
+label_vocab_step = load_bench("label_vocab_step")
 
 
 def test_label_rows_only_gives_the_label_columns_of_the_full_logits_and_puts_the_head_back(tiny):

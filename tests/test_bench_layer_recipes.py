@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from ltvlib.ltv import FAST_RECIPE, FAST_REFERENCE_RMS, PAPER_RECIPE
+from tests.bench_scripts import load_bench
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "layer_recipes.py"
-_spec = importlib.util.spec_from_file_location("layer_recipes", _PATH)
-assert _spec is not None and _spec.loader is not None
-layer_recipes = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(layer_recipes)
+layer_recipes = load_bench("layer_recipes")
 
 
 @pytest.mark.parametrize(("name", "lr", "weight"), [

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,20 +12,10 @@ from ltvlib import forward
 from ltvlib.forward import PromptRunner
 from ltvlib.prompts import answer_ids, encode_prompts
 from ltvlib.tasks import get_task, load_splits
+from tests.bench_scripts import load_bench
 
-_BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-first_pass_memory = _load("first_pass_memory")
-chapter02_memory = _load("chapter02_memory")
+first_pass_memory = load_bench("first_pass_memory")
+chapter02_memory = load_bench("chapter02_memory")
 
 
 def test_tail_view_reads_the_kept_columns_and_refuses_earlier_ones():

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from ltvlib.forward import PromptRunner
 from ltvlib.prompts import answer_ids, encode_prompts
 from ltvlib.tasks import get_task, load_splits
+from tests.bench_scripts import load_bench
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "prefill_batches.py"
-_spec = importlib.util.spec_from_file_location("prefill_batches", _PATH)
-assert _spec is not None and _spec.loader is not None
-prefill_batches = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(prefill_batches)
+prefill_batches = load_bench("prefill_batches")
 
 
 @pytest.mark.parametrize("task", ["antonym", "rte"])

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "step_blend.py"
-_spec = importlib.util.spec_from_file_location("step_blend", _PATH)
-assert _spec is not None and _spec.loader is not None
-step_blend = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(step_blend)
+from tests.bench_scripts import load_bench
+
+step_blend = load_bench("step_blend")
 
 HEADER = ("model tiny (4 layers); test queries 200; seed {seed}; prompt store shared across vectors; single runs "
           "(no retries); default: relative lr 0.1463, lr_final_stream_weight 1\n\n"

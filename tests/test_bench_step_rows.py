@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from ltvlib.sites import block, unembedding
+from tests.bench_scripts import load_bench
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "step_rows.py"
-_spec = importlib.util.spec_from_file_location("step_rows", _PATH)
-assert _spec is not None and _spec.loader is not None
-step_rows = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(step_rows)
+step_rows = load_bench("step_rows")
 
 
 def test_streamed_bytes_are_the_blocks_from_the_layer_the_final_norm_and_the_unembedding(tiny):

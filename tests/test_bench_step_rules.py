@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "step_rules.py"
-_spec = importlib.util.spec_from_file_location("step_rules", _PATH)
-assert _spec is not None and _spec.loader is not None
-step_rules = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(step_rules)
+from tests.bench_scripts import load_bench
+
+step_rules = load_bench("step_rules")
 
 
 def _run(test, score, stopped="patience", trained=True):

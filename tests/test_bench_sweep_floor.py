@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "sweep_floor.py"
-_spec = importlib.util.spec_from_file_location("sweep_floor", _PATH)
-assert _spec is not None and _spec.loader is not None
-sweep_floor = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sweep_floor)
+from tests.bench_scripts import load_bench
+
+sweep_floor = load_bench("sweep_floor")
 
 
 def _attention(q, k, v, mask):
