@@ -12,6 +12,9 @@ and reports each run's seconds, steps, validation accuracy and the largest diffe
 vectors (the layouts sum in another order, so equal within float tolerance, not bitwise)::
 
     OMP_NUM_THREADS=1 python bench/dual_layout.py --tasks antonym,trec,sst2 --layer 15 --rounds 2
+
+``--profile-steps`` instead times ten 16-prompt training steps of the first task under ``torch.profiler`` per
+layout (``--rounds`` rounds) and prints each layout's milliseconds per step and the matrix products' share of them.
 """
 
 from __future__ import annotations
@@ -65,6 +68,47 @@ def dual_layout(blocks: nn.Module) -> Iterator[int]:
             del m._weight_t
 
 
+def profile_steps(lm: Any, task_name: str, layer: int, rounds: int) -> None:
+    """Per layout and round: ten 16-prompt steps (warm prefix caches, a vector per prompt) under the profiler."""
+    from torch.profiler import profile
+
+    from ltvlib.forward import tail_needed
+    from ltvlib.inject import VectorEdit
+    from ltvlib.ltv import _training_prompts, answer_loss
+    from ltvlib.prompts import answer_ids
+    from ltvlib.tasks import get_task, load_splits
+
+    task = get_task(task_name)
+    train = list(load_splits(task, seed=0, n_train=600, n_val=200).train)
+    data = _training_prompts(lm, task, train, 0, 1, tail_needed((-1,)), 0, layer)
+    runner, answers = data.runners[0], answer_ids(lm.tokenizer, task, [e.output for e in train])
+    runner.prefill(answers)
+
+    def step(gen: torch.Generator) -> None:
+        idx = torch.randperm(len(train), generator=gen)[:16].tolist()
+        a = [answers[i] for i in idx]
+        theta = (torch.randn(16, lm.d_model, generator=gen) * 0.1).requires_grad_(True)
+        logits, valid = runner.run(idx, [VectorEdit(layer, -1, theta)], answers=a)
+        answer_loss(logits, a, valid).backward()
+
+    print("| round | layout | ms per step | matrix products, ms per step |")
+    print("|---:|---|---:|---:|")
+    for r in range(rounds):
+        for layout in ("stock", "dual"):
+            with dual_layout(lm.model.model.layers) if layout == "dual" else contextlib.nullcontext():
+                gen = torch.Generator().manual_seed(0)
+                for _ in range(2):  # warm-up
+                    step(gen)
+                gen = torch.Generator().manual_seed(1)  # the same ten batches for both layouts
+                with profile() as p:
+                    t = time.perf_counter()
+                    for _ in range(10):
+                        step(gen)
+                    ms = (time.perf_counter() - t) * 100
+            mm = sum(e.self_cpu_time_total for e in p.key_averages() if e.key in ("aten::mm", "aten::addmm")) / 1e4
+            print(f"| {r} | {layout} | {ms:.1f} | {mm:.1f} |", flush=True)
+
+
 def main() -> None:
     from ltvlib.ltv import train_ltv
     from ltvlib.models import load_model
@@ -76,10 +120,14 @@ def main() -> None:
     ap.add_argument("--layer", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1, help="the seed of the timed runs (seed 0 fills the store first)")
     ap.add_argument("--rounds", type=int, default=2, help="stock, dual pairs per task")
+    ap.add_argument("--profile-steps", action="store_true", help="profile single steps instead of training LTVs")
     args = ap.parse_args()
     prof = get_profile("cpu")
     lm = load_model("smollm2-135m", device="cpu")
     blocks = lm.model.model.layers
+    if args.profile_steps:
+        profile_steps(lm, args.tasks.split(",")[0], args.layer, args.rounds)
+        return
     print(f"threads {torch.get_num_threads()}, layer {args.layer}, seed {args.seed}")
     print("| task | layout | seconds | steps | best validation accuracy | max abs diff to stock (rel. to largest entry) |")
     print("|---|---|---:|---:|---:|---|")
