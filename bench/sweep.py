@@ -16,6 +16,10 @@ The parent then evaluates every vector of both paths on the same 200 test querie
 and reports wall times, the largest difference between the two paths' vectors, both paths' test accuracies,
 the peak resident memory of each child and the prompt store's peak.
 
+``--seeds-together``: the new path trains the seeds of each (task, middle layer) in one
+:func:`ltvlib.ltv_seeds.train_ltv_seeds` call (each seed's time is the call's divided by the seeds); the old path
+is unchanged.
+
 ``--floor`` also counts the FLOPs the new path's first LTV (cold: its prompts' forwards included) and second
 LTV (warm store) run (``torch.utils.flop_counter``) and divides them by the fp32 GEMM rate the new child
 measured just before and after its jobs: the arithmetic floor of each.
@@ -58,6 +62,17 @@ def _jobs(args: argparse.Namespace, lm) -> list[tuple[str, int, int]]:
     return jobs
 
 
+def _groups(jobs: list[tuple[str, int, int]], together: bool) -> list[list[tuple[str, int, int]]]:
+    """Jobs one by one, or with ``together`` consecutive seeds of the same (task, layer) as one group."""
+    groups: list[list[tuple[str, int, int]]] = []
+    for job in jobs:
+        if together and groups and groups[-1][-1][:2] == job[:2]:
+            groups[-1].append(job)
+        else:
+            groups.append([job])
+    return groups
+
+
 def gemm_rate(seconds: float = 2.0) -> float:
     """fp32 GFLOP/s of a (1024 x 576) @ (576 x 1536) matrix product (SmolLM2's MLP shape), best of repeats."""
     import torch
@@ -87,15 +102,27 @@ def child(args: argparse.Namespace) -> None:
     rate_before = gemm_rate()
     records, vectors = [], {}
     start = time.perf_counter()
-    for task, layer, seed in _jobs(args, lm):
+    together = args.seeds_together and args.child == "new"
+    for group in _groups(_jobs(args, lm), together):
+        task, layer = group[0][0], group[0][1]
         splits = load_splits(task, seed=0, n_train=prof.n_train, n_val=prof.n_val)
         t, cpu = time.perf_counter(), time.process_time()
-        ltv = train_ltv(lm, task, layers=[layer], recipe=prof.recipe, seed=seed, splits=splits, progress=False)
-        records.append({"task": task, "layer": layer, "seed": seed, "seconds": time.perf_counter() - t,
-                        "cpu_seconds": time.process_time() - cpu,
-                        "steps": ltv.steps, "best_val_accuracy": ltv.best_val_accuracy, "trained": ltv.trained})
-        vectors[f"{task}/{layer}/{seed}"] = ltv.vectors
-        print(json.dumps(records[-1]), flush=True)
+        if len(group) > 1:
+            from ltvlib.ltv_seeds import train_ltv_seeds
+
+            ltvs = train_ltv_seeds(lm, task, [seed for _, _, seed in group], layers=[layer], recipe=prof.recipe,
+                                   splits=splits)
+        else:
+            ltvs = [train_ltv(lm, task, layers=[layer], recipe=prof.recipe, seed=group[0][2], splits=splits,
+                              progress=False)]
+        # seeds trained together share their wall and CPU time equally
+        seconds, cpu_seconds = (time.perf_counter() - t) / len(group), (time.process_time() - cpu) / len(group)
+        for (_, _, seed), ltv in zip(group, ltvs):
+            records.append({"task": task, "layer": layer, "seed": seed, "seconds": seconds, "cpu_seconds": cpu_seconds,
+                            "together": len(group), "steps": ltv.steps, "best_val_accuracy": ltv.best_val_accuracy,
+                            "trained": ltv.trained})
+            vectors[f"{task}/{layer}/{seed}"] = ltv.vectors
+            print(json.dumps(records[-1]), flush=True)
     wall = time.perf_counter() - start
     cpu_total = sum(r["cpu_seconds"] for r in records)
     store = None
@@ -178,6 +205,8 @@ def main() -> None:
     parser.add_argument("--baseline", default="main", help="git ref of today's path, or 'env' (LTV_PROMPT_STORE=0)")
     parser.add_argument("--n-test", type=int, default=200)
     parser.add_argument("--floor", action="store_true")
+    parser.add_argument("--seeds-together", action="store_true",
+                        help="the new path trains consecutive seeds of one (task, layer) together (ltvlib.ltv_seeds)")
     parser.add_argument("--parallel", action="store_true",
                         help="run the two paths at the same time (on a shared machine both then see the same load)")
     parser.add_argument("--out", default=None, help="JSON report (default: print only)")

@@ -1,0 +1,71 @@
+"""Seeds trained together (ltvlib.ltv_seeds): each seed is the run train_ltv makes, within float tolerance."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltvlib.ltv import FAST_RECIPE, PAPER_RECIPE, TrainingDivergedError, train_ltv, with_config
+from ltvlib.ltv_seeds import train_ltv_seeds
+from ltvlib.tasks import load_splits
+
+
+def _splits(task="antonym"):
+    return load_splits(task, n_train=48, n_val=16)
+
+
+def _same_run(together, alone):
+    assert together.seed == alone.seed
+    assert together.steps == alone.steps and together.attempts == alone.attempts
+    assert together.best_val_accuracy == alone.best_val_accuracy and together.trained == alone.trained
+    assert together.steps_to_best == alone.steps_to_best
+    assert [c.get("val_score") for c in together.curve] == [c.get("val_score") for c in alone.curve]
+    torch.testing.assert_close(torch.tensor([c["loss"] for c in together.curve if "loss" in c]),
+                               torch.tensor([c["loss"] for c in alone.curve if "loss" in c]), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(together.vectors, alone.vectors, rtol=1e-4, atol=1e-5)
+    assert together.effective_lr == pytest.approx(alone.effective_lr)
+    assert together.effective_init == pytest.approx(alone.effective_init)
+
+
+@pytest.mark.parametrize("layers, positions", [([1], (-1,)), ([0, 2], (-2, -1))])
+def test_each_seed_is_train_ltvs_run(tiny, layers, positions):
+    config = with_config(FAST_RECIPE, epochs=3, samples_per_epoch=24, batch_size=8, lr=3.0, patience=5,
+                         retries_without_progress=0)
+    together = train_ltv_seeds(tiny, "antonym", [0, 5, 2], layers=layers, positions=positions, recipe=config,
+                               splits=_splits())
+    assert [t.seed for t in together] == [0, 5, 2]
+    for t in together:
+        alone = train_ltv(tiny, "antonym", layers=layers, positions=positions, recipe=config, seed=t.seed,
+                          splits=_splits(), progress=False)
+        _same_run(t, alone)
+    assert not torch.equal(together[0].vectors, together[1].vectors)
+    assert len({t.seconds for t in together}) == 1 and together[0].seconds > 0  # the joint run's wall time
+
+
+def test_seeds_stop_early_and_retry_each_on_their_own(llama):
+    """With patience 1 some seeds stop after an epoch or fail to train (then retried at a third of the learning
+    rate) while the others go on: whatever each does, it is what train_ltv does with that seed."""
+    config = with_config(FAST_RECIPE, epochs=4, samples_per_epoch=16, batch_size=8, lr=0.3, patience=1,
+                         patience_after_gain=False, retries_without_progress=1)
+    seeds = [0, 1, 2, 5]
+    together = train_ltv_seeds(llama, "sst2", seeds, layers=[1], recipe=config, splits=_splits("sst2"))
+    alone = [train_ltv(llama, "sst2", layers=[1], recipe=config, seed=s, splits=_splits("sst2"), progress=False)
+             for s in seeds]
+    for t, a in zip(together, alone):
+        _same_run(t, a)
+    # the case this test is for: the seeds did not all run the same number of steps or attempts
+    assert len({(a.steps, a.attempts) for a in alone}) > 1, [(a.steps, a.attempts) for a in alone]
+
+
+@pytest.mark.parametrize("seeds, recipe, match", [([], FAST_RECIPE, "distinct seeds"),
+                                                  ([1, 1], FAST_RECIPE, "distinct seeds"),
+                                                  ([0, 1], PAPER_RECIPE, "prefix_cache=False")])
+def test_bad_arguments_name_the_value(llama, seeds, recipe, match):
+    with pytest.raises(ValueError, match=match):
+        train_ltv_seeds(llama, "antonym", seeds, layers=[1], recipe=recipe, splits=_splits())
+
+
+def test_a_diverging_seed_is_named(llama):
+    config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8, max_loss=1e-6)
+    with pytest.raises(TrainingDivergedError, match="seed 4"):
+        train_ltv_seeds(llama, "antonym", [4, 7], layers=[1], recipe=config, splits=_splits())
