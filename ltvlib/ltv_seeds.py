@@ -5,8 +5,9 @@ stream entering block ``layer`` at prompt position ``position``. Each seed is th
 (its own initial draw, query sampler, optimiser, learning-rate schedule, early stopping and retries); what the
 seeds share is each step's forward and backward: the active seeds' queries go through the model as one batch,
 each row carrying its own seed's vector, and the loss is the sum of the seeds' own losses, so each vector gets
-its own gradient. A step of 3 x 16 queries took 0.76 of three 16-query steps (``bench/seeds_batch.py``): the
-model's matrix products run at a better rate on more rows. Validation stays per seed (as in ``train_ltv``).
+its own gradient. The model's matrix products run at a better rate on more rows: three seeds at SmolLM2-135M's
+middle layer took 1/1.28 of the time of one after another (TREC 1.66x, SST-2 1.32x, Antonym 1.04x; measured,
+``bench/seeds_together.py``, bench/RESULTS.md "session 24"). Validation stays per seed (as in ``train_ltv``).
 
 The vectors equal ``train_ltv``'s within float tolerance, not bitwise: a batch of other rows sums in another
 order. Zero-shot prompts only (with demonstrations each seed draws its own blocks, i.e. other prompts).
