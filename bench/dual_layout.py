@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other bench scripts, also when loaded by path
 
 
 class _DualLinear(torch.autograd.Function):
@@ -70,40 +74,25 @@ def dual_layout(blocks: nn.Module) -> Iterator[int]:
 
 def profile_steps(lm: Any, task_name: str, layer: int, rounds: int) -> None:
     """Per layout and round: ten 16-prompt steps (warm prefix caches, a vector per prompt) under the profiler."""
+    from step_rows import warm_step
     from torch.profiler import profile
 
-    from ltvlib.forward import tail_needed
-    from ltvlib.inject import VectorEdit
-    from ltvlib.ltv import _training_prompts, answer_loss
-    from ltvlib.prompts import answer_ids
-    from ltvlib.tasks import get_task, load_splits
+    from ltvlib.sites import decoder_layers
 
-    task = get_task(task_name)
-    train = list(load_splits(task, seed=0, n_train=600, n_val=200).train)
-    data = _training_prompts(lm, task, train, 0, 1, tail_needed((-1,)), 0, layer)
-    runner, answers = data.runners[0], answer_ids(lm.tokenizer, task, [e.output for e in train])
-    runner.prefill(answers)
-
-    def step(gen: torch.Generator) -> None:
-        idx = torch.randperm(len(train), generator=gen)[:16].tolist()
-        a = [answers[i] for i in idx]
-        theta = (torch.randn(16, lm.d_model, generator=gen) * 0.1).requires_grad_(True)
-        logits, valid = runner.run(idx, [VectorEdit(layer, -1, theta)], answers=a)
-        answer_loss(logits, a, valid).backward()
-
+    step, _ = warm_step(lm, task_name, layer)
     print("| round | layout | ms per step | matrix products, ms per step |")
     print("|---:|---|---:|---:|")
     for r in range(rounds):
         for layout in ("stock", "dual"):
-            with dual_layout(lm.model.model.layers) if layout == "dual" else contextlib.nullcontext():
+            with dual_layout(decoder_layers(lm.model)) if layout == "dual" else contextlib.nullcontext():
                 gen = torch.Generator().manual_seed(0)
                 for _ in range(2):  # warm-up
-                    step(gen)
+                    step(16, gen)
                 gen = torch.Generator().manual_seed(1)  # the same ten batches for both layouts
                 with profile() as p:
                     t = time.perf_counter()
                     for _ in range(10):
-                        step(gen)
+                        step(16, gen)
                     ms = (time.perf_counter() - t) * 100
             mm = sum(e.self_cpu_time_total for e in p.key_averages() if e.key in ("aten::mm", "aten::addmm")) / 1e4
             print(f"| {r} | {layout} | {ms:.1f} | {mm:.1f} |", flush=True)
@@ -112,6 +101,7 @@ def profile_steps(lm: Any, task_name: str, layer: int, rounds: int) -> None:
 def main() -> None:
     from ltvlib.ltv import train_ltv
     from ltvlib.models import load_model
+    from ltvlib.sites import decoder_layers
     from ltvlib.study.plans import get_profile
     from ltvlib.tasks import load_splits
 
@@ -124,7 +114,7 @@ def main() -> None:
     args = ap.parse_args()
     prof = get_profile("cpu")
     lm = load_model("smollm2-135m", device="cpu")
-    blocks = lm.model.model.layers
+    blocks = decoder_layers(lm.model)
     if args.profile_steps:
         profile_steps(lm, args.tasks.split(",")[0], args.layer, args.rounds)
         return

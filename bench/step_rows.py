@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -36,15 +37,37 @@ def read_bandwidth(seconds: float = 3.0, mib: int = 512) -> float:
 
 def streamed_bytes(lm, layer: int) -> int:
     """Bytes of the weights a forward from ``layer`` reads once: blocks ``layer..L-1``, final norm, unembedding."""
-    from ltvlib.sites import block, unembedding
+    from ltvlib.sites import block, final_norm, unembedding
 
-    modules = [block(lm, i) for i in range(layer, lm.n_layers)]
-    params = {id(p): p for m in modules for p in m.parameters()}
-    params[id(unembedding(lm).weight)] = unembedding(lm).weight
-    norm = lm.model.model.norm if hasattr(lm.model, "model") and hasattr(lm.model.model, "norm") else None
-    if norm is not None:
-        params.update({id(p): p for p in norm.parameters()})
+    modules = [*(block(lm, i) for i in range(layer, lm.n_layers)), final_norm(lm), unembedding(lm)]
+    params = {id(p): p for m in modules for p in m.parameters()}  # a tied unembedding is counted once
     return sum(p.numel() * p.element_size() for p in params.values())
+
+
+def warm_step(lm, task_name: str, layer: int) -> tuple[Callable[[int, torch.Generator], None], int]:
+    """A training step on ``n`` of ``task_name``'s zero-shot training prompts (``cpu`` sizes) at ``layer``, over
+    prefix caches filled here, each prompt with its own vector: ``step(n, generator)`` draws the prompts and the
+    vectors from ``generator``, runs forward and backward. Returns it and the number of training prompts."""
+    from ltvlib.forward import tail_needed
+    from ltvlib.inject import VectorEdit
+    from ltvlib.ltv import _training_prompts, answer_loss
+    from ltvlib.prompts import answer_ids
+    from ltvlib.tasks import get_task, load_splits
+
+    task = get_task(task_name)
+    train = list(load_splits(task, seed=0, n_train=600, n_val=200).train)
+    data = _training_prompts(lm, task, train, 0, 1, tail_needed((-1,)), 0, layer)
+    runner, answers = data.runners[0], answer_ids(lm.tokenizer, task, [e.output for e in train])
+    runner.prefill(answers)
+
+    def step(n: int, gen: torch.Generator) -> None:
+        idx = torch.randperm(len(train), generator=gen)[:n].tolist()
+        a = [answers[i] for i in idx]
+        theta = (torch.randn(n, lm.d_model, generator=gen) * 0.1).requires_grad_(True)  # a vector per row
+        logits, valid = runner.run(idx, [VectorEdit(layer, -1, theta)], answers=a)
+        answer_loss(logits, a, valid).backward()
+
+    return step, len(train)
 
 
 def fit(rows: list[int], seconds: list[float]) -> tuple[float, float]:
@@ -56,12 +79,7 @@ def fit(rows: list[int], seconds: list[float]) -> tuple[float, float]:
 
 
 def main() -> None:
-    from ltvlib.forward import tail_needed
-    from ltvlib.inject import VectorEdit
-    from ltvlib.ltv import _training_prompts, answer_loss
     from ltvlib.models import load_model
-    from ltvlib.prompts import answer_ids
-    from ltvlib.tasks import get_task, load_splits
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="antonym")
@@ -74,21 +92,13 @@ def main() -> None:
     counts = [int(r) for r in args.rows.split(",")]
 
     lm = load_model("smollm2-135m", device="cpu")
-    task = get_task(args.task)
-    train = list(load_splits(task, seed=0, n_train=600, n_val=200).train)
-    if max(counts) > len(train):
-        raise SystemExit(f"--rows up to {max(counts)} but {args.task} has {len(train)} training prompts")
-    data = _training_prompts(lm, task, train, 0, 1, tail_needed((-1,)), 0, args.layer)
-    runner, answers = data.runners[0], answer_ids(lm.tokenizer, task, [e.output for e in train])
-    runner.prefill(answers)
+    step_on, n_train = warm_step(lm, args.task, args.layer)
+    if max(counts) > n_train:
+        raise SystemExit(f"--rows up to {max(counts)} but {args.task} has {n_train} training prompts")
     gen = torch.Generator().manual_seed(0)
 
     def step(n: int) -> None:
-        idx = torch.randperm(len(train), generator=gen)[:n].tolist()
-        a = [answers[i] for i in idx]
-        theta = (torch.randn(n, lm.d_model, generator=gen) * 0.1).requires_grad_(True)  # a vector per row
-        logits, valid = runner.run(idx, [VectorEdit(args.layer, -1, theta)], answers=a)
-        answer_loss(logits, a, valid).backward()
+        step_on(n, gen)
 
     for n in counts:  # warm-up: allocator and the first use of each shape
         step(n)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ltvlib.sites import decoder_layers
 from tests.bench_scripts import load_bench
 
 dual_layout = load_bench("dual_layout")
 
 
 def test_dual_layout_gives_the_same_logits_and_input_gradients_and_restores_the_blocks(tiny):
-    blocks = tiny.model.model.layers
+    blocks = decoder_layers(tiny.model)
     ids = torch.randint(0, 200, (3, 9), generator=torch.Generator().manual_seed(0))
     emb = tiny.model.get_input_embeddings()(ids).detach()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltvlib.sites import block, unembedding
+from ltvlib.sites import block, final_norm, unembedding
 from tests.bench_scripts import load_bench
 
 step_rows = load_bench("step_rows")
@@ -15,7 +15,7 @@ def test_streamed_bytes_are_the_blocks_from_the_layer_the_final_norm_and_the_une
         return sum(p.numel() * p.element_size() for p in module.parameters())
 
     head = unembedding(tiny).weight
-    norm = size(tiny.model.model.norm)
+    norm = size(final_norm(tiny))
     for layer in range(tiny.n_layers):
         blocks = sum(size(block(tiny, i)) for i in range(layer, tiny.n_layers))
         assert step_rows.streamed_bytes(tiny, layer) == blocks + norm + head.numel() * head.element_size()
