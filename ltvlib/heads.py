@@ -148,19 +148,20 @@ def head_outputs(
         if layer in by_layer:
             x = x.clone().view(b, s, geo.n_heads, hd)  # out of place: the caller's tensor stays untouched
             for rows, cols, head, value in by_layer[layer]:
+                rows, cols = rows.to(x.device), cols.to(x.device)  # the block's device under a device map
                 if bool(((cols < 0) | (cols >= s)).any()):
                     raise ValueError(
                         f"a patched position falls outside the {s} tokens of this forward (offset {offset}): "
                         "it lies in the cached prefix"
                     )
-                v = value.to(x.dtype)
+                v = value.to(device=x.device, dtype=x.dtype)
                 x[rows, cols, head] = v if mode == "replace" else x[rows, cols, head] + v
             x = x.view(b, s, geo.n_heads * hd)
             changed = True
         if layer in record_layers:
             heads = x.detach().view(b, s, geo.n_heads, hd)
             if rec_cols is not None:
-                heads = heads[torch.arange(b, device=heads.device)[:, None], rec_cols]
+                heads = heads[torch.arange(b, device=heads.device)[:, None], rec_cols.to(heads.device)]
             captured[layer] = heads.clone() if rec_cols is None else heads
         return with_first_input(args, kwargs, x) if changed else None
 

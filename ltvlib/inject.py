@@ -159,12 +159,13 @@ def _edit_hidden(hidden: Tensor, steps: list[tuple[Tensor, Tensor, str]], offset
     hidden = hidden.clone()  # out of place for autograd; the caller's tensor stays untouched
     rows = torch.arange(batch, device=hidden.device)
     for cols, vec, mode in steps:
+        cols = cols.to(hidden.device)  # a block on another device than the prompt (a device map)
         if bool(((cols < 0) | (cols >= hidden.shape[1])).any()):
             raise ValueError(
                 f"an injected position falls outside the {hidden.shape[1]} tokens of this forward "
                 f"(offset {offset}): it lies in the cached prefix"
             )
-        v = vec.to(hidden.dtype)
+        v = vec.to(device=hidden.device, dtype=hidden.dtype)  # the edited block's device and dtype
         hidden[rows, cols] = v if mode == "replace" else hidden[rows, cols] + v
     return hidden
 

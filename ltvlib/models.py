@@ -115,7 +115,15 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where inputs go: the input embedding's execution device (also for a model dispatched over several
+        devices or offloaded with accelerate, whose offloaded weights sit on ``meta``)."""
+        return execution_device(self.model.get_input_embeddings())
+
+    def layer_device(self, layer: int) -> torch.device:
+        """Where decoder block ``layer`` runs: what a vector edited into it, or trained for it, is placed on."""
+        from .sites import block
+
+        return execution_device(block(self, layer))
 
     @property
     def dtype(self) -> torch.dtype:
@@ -125,6 +133,48 @@ class LoadedModel:
     def middle_layer(self) -> int:
         """The paper's baseline injection layer: ``L // 2`` (16 of 32 on Llama-3.1-8B; 15 of 30 here)."""
         return self.n_layers // 2
+
+
+def execution_device(module: torch.nn.Module) -> torch.device:
+    """The device ``module`` computes on: accelerate's execution device when it was dispatched (offloaded
+    weights are on ``meta`` until its forward), else that of its first parameter or buffer (CPU if it has none)."""
+    hook = getattr(module, "_hf_hook", None)
+    found = getattr(hook, "execution_device", None)
+    if found is None:
+        # a hook chain (SequentialHook) keeps its hooks in .hooks
+        found = next((h.execution_device for h in getattr(hook, "hooks", ()) if getattr(h, "execution_device", None)
+                      is not None), None)
+    if found is not None:
+        return torch.device(found if not isinstance(found, int) else f"cuda:{found}")
+    for tensor in (*module.parameters(), *module.buffers()):
+        if tensor.device.type != "meta":
+            return tensor.device
+    return torch.device("cpu")
+
+
+def dispatch(lm: LoadedModel, device_map: str | dict[str, Any] = "auto", *,
+             max_memory: dict[Any, Any] | None = None, offload_dir: str | Path | None = None) -> LoadedModel:
+    """Spread an already built model over devices with accelerate (for models built in code, e.g. random
+    shapes; :func:`load_model` passes ``device_map`` to ``from_pretrained`` instead).
+
+    ``device_map`` is ``"auto"`` (accelerate's ``infer_auto_device_map`` under ``max_memory``, decoder blocks
+    kept whole) or a map from module names to a GPU index, ``"cpu"`` or ``"disk"`` (weights written under
+    ``offload_dir`` and read back at each forward). Returns ``lm`` itself, its model dispatched; the logits are
+    those of the undispatched model.
+    """
+    from accelerate import dispatch_model, infer_auto_device_map
+
+    if isinstance(device_map, str):
+        no_split = list(getattr(lm.model, "_no_split_modules", None) or [])
+        device_map = dict(infer_auto_device_map(lm.model, max_memory=max_memory, no_split_module_classes=no_split))
+    assert isinstance(device_map, dict)
+    if "disk" in device_map.values() and offload_dir is None:
+        raise ValueError("a device map with 'disk' entries needs offload_dir")
+    main = next((d for d in device_map.values() if d not in ("cpu", "disk")), "cpu")
+    # tied weights (embedding and unembedding) must stay on one device: dispatch_model keeps the tie
+    dispatch_model(lm.model, device_map=device_map, main_device=main,
+                   offload_dir=None if offload_dir is None else str(offload_dir), offload_buffers=False)
+    return lm
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -199,6 +249,14 @@ RANDOM_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
         "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
         "num_key_value_heads": 8, "head_dim": 128, "rope_theta": 500000.0, "rope_scaling": _LLAMA3_ROPE,
         "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}),
+    "qwen2.5-32b": ("qwen2", {
+        "hidden_size": 5120, "intermediate_size": 27648, "num_hidden_layers": 64, "num_attention_heads": 40,
+        "num_key_value_heads": 8, "head_dim": 128, "rope_theta": 1000000.0, "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": False}),
+    "llama-3-70b": ("llama", {
+        "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
+        "num_key_value_heads": 8, "head_dim": 128, "rope_theta": 500000.0, "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False}),
     "smollm2-135m": ("llama", {
         "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
         "num_key_value_heads": 3, "head_dim": 64, "rope_theta": 100000.0, "max_position_embeddings": 8192,
@@ -249,13 +307,14 @@ def _random_tokenizer() -> tuple[Any, str]:
 
 
 def random_model(shape: str, *, seed: int = 0, dtype: torch.dtype = torch.float32,
-                 device: str | torch.device = "cpu") -> LoadedModel:
+                 device: str | torch.device = "cpu", n_layers: int | None = None) -> LoadedModel:
     """A randomly initialised model of a named shape (:data:`RANDOM_SHAPES`), built on ``device`` in ``dtype``.
 
     The tokenizer is SmolLM2's (49,152 tokens) when it can be read locally, else :func:`byte_tokenizer`; the
     model's vocabulary is resized to the tokenizer's (so ``random:llama-3.1-8b`` has Llama-3.1-8B's blocks but a
     49,152-row embedding and unembedding, not 128,256). ``config.ltv_tokenizer`` says which tokenizer. The same
-    ``seed``, device and dtype give the same weights. Its outputs are not results.
+    ``seed``, device and dtype give the same weights. Its outputs are not results. ``n_layers`` keeps only the
+    first blocks (a 70B shape's real width in a few layers, for device maps on small machines).
 
     Raises:
         ValueError: an unknown shape, naming the known ones.
@@ -270,6 +329,10 @@ def random_model(shape: str, *, seed: int = 0, dtype: torch.dtype = torch.float3
         tokenizer.pad_token = tokenizer.eos_token
     ids = {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
            "eos_token_id": tokenizer.eos_token_id}
+    if n_layers is not None:
+        fields = {**fields, "num_hidden_layers": n_layers}
+        if "layer_types" in fields:
+            fields["layer_types"] = fields["layer_types"][:n_layers]
     config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), **ids, **fields)
     config.ltv_tokenizer = which
     dev = torch.device(device)
@@ -285,6 +348,9 @@ def load_model(
     *,
     dtype: torch.dtype | str | None = None,
     device: str | torch.device | None = "auto",
+    device_map: str | dict[str, Any] | None = None,
+    max_memory: dict[Any, Any] | None = None,
+    offload_dir: str | Path | None = None,
 ) -> LoadedModel:
     """Load a model for the book.
 
@@ -293,7 +359,12 @@ def load_model(
             (e.g. ``meta-llama/Llama-3.1-8B``, read from the local HF cache or the hub), a local folder, or
             ``random:<shape>[@<seed>]`` (:func:`random_model`: random weights of a named shape, no download).
         dtype: parameter dtype; default fp32 on CPU and bf16 on CUDA.
-        device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ...
+        device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ...; ignored with ``device_map``.
+        device_map: a model larger than one device: ``"auto"`` (accelerate fills the GPUs in order, then CPU
+            memory, then disk, within ``max_memory``) or a map from module names (``model.layers.12``) to a GPU
+            index, ``"cpu"`` or ``"disk"``. Hooks and edits follow each block's device (``LoadedModel.layer_device``).
+        max_memory: per device budget for ``device_map="auto"``, e.g. ``{0: "70GiB", 1: "70GiB", "cpu": "100GiB"}``.
+        offload_dir: where ``"disk"`` entries keep their weights.
 
     Raises:
         ValueError: for a name that is neither registered, nor a folder, nor shaped like ``owner/model``,
@@ -304,7 +375,7 @@ def load_model(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dev = resolve_device(device)
+    dev = resolve_device("cuda" if device_map is not None and torch.cuda.is_available() else device)
     if isinstance(dtype, str):
         dtype = cast(torch.dtype, getattr(torch, dtype))
     if dtype is None:
@@ -313,7 +384,10 @@ def load_model(
         shape, _, seed = name[len(RANDOM_PREFIX):].partition("@")
         if seed and not seed.isdigit():
             raise ValueError(f"bad seed {seed!r} in {name!r}: use random:<shape>@<non-negative integer>")
-        return random_model(shape, seed=int(seed or 0), dtype=dtype, device=dev)
+        if device_map is None:
+            return random_model(shape, seed=int(seed or 0), dtype=dtype, device=dev)
+        lm = random_model(shape, seed=int(seed or 0), dtype=dtype, device="cpu")
+        return dispatch(lm, device_map, max_memory=max_memory, offload_dir=offload_dir)
     if name in MODEL_REGISTRY:
         source: str | Path = _dequantised_dir(MODEL_REGISTRY[name])
     elif Path(name).expanduser().is_dir():
@@ -333,7 +407,12 @@ def load_model(
         # Eager attention returns attention probabilities (a site); sdpa is faster, so it is the default.
         with quiet_loading() if isinstance(source, Path) else contextlib.nullcontext():
             # transformers types `to` through a decorator whose signature mypy misreads as (self, model)
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)  # type: ignore[arg-type]
+            if device_map is None:
+                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(dev)  # type: ignore[arg-type]
+            else:
+                model = AutoModelForCausalLM.from_pretrained(
+                    source, dtype=dtype, device_map=device_map, max_memory=max_memory,
+                    offload_folder=None if offload_dir is None else str(offload_dir))
     except OSError as exc:
         raise ModelNotAvailableError(_not_available(name, source, exc)) from exc
     return wrap_model(model, tokenizer, name)
