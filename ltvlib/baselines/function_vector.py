@@ -32,19 +32,21 @@ import json
 import random
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
 
 from ..cache import atomic_write_bytes, code_version
 from ..heads import HeadPatch, check_head, head_outputs, head_writes
-from ..inject import VectorEdit
+from ..inject import Mode, Site, VectorEdit
 from ..kv_cache import KVPrefix, compute_prefix, forward_tokens
 from ..prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, sample_demos
 from ..sites import check_layer
+from ..task_vector import apply_edits, placement_metadata
 from ..tasks import Example, Task, get_task
 
 if TYPE_CHECKING:
@@ -106,14 +108,20 @@ class FunctionVector:
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
-    site = "block_output"
-    mode = "add"
+    site: ClassVar[Site] = "block_output"
+    mode: ClassVar[Mode] = "add"
 
     def edits(self, layer: int | None = None, scale: float = 1.0) -> list[VectorEdit]:
-        """The vector as an injection at the last token: added to the output of block ``layer`` (default: the
-        FV's own layer)."""
+        """The vector as an injection at the last token: ``scale`` times it added to the output of block
+        ``layer`` (default: the FV's own layer). Positional (``fv.edits(5, 2.0)``) or keyword
+        (:class:`~ltvlib.task_vector.TaskVector`) arguments."""
         return [VectorEdit(self.layer if layer is None else layer, -1, scale * self.vector, site="block_output",
                            mode="add")]
+
+    def apply(self, lm: LoadedModel, *, layer: int | None = None, scale: float = 1.0) -> AbstractContextManager[None]:
+        """A context manager adding the vector in every prompt forward inside it (:func:`ltvlib.inject.apply`
+        over :meth:`edits`); its hooks are removed on exit."""
+        return apply_edits(lm, self.edits(layer=layer, scale=scale))
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -128,16 +136,26 @@ class FunctionVector:
         tensors = {"vector": self.vector, "indirect_effect": self.indirect_effect, "mean_outputs": self.mean_outputs,
                    "mean_writes": self.mean_writes}
         tensors = {k: v.detach().float().cpu().contiguous() for k, v in tensors.items()}
-        meta = {"function_vector": json.dumps(self.metadata()), "code_version": code_version()}
+        meta = {"function_vector": json.dumps(self.metadata()), "code_version": code_version(),
+                **placement_metadata(self.edits())}
         return atomic_write_bytes(path, save(tensors, metadata=meta))
 
     @classmethod
     def load(cls, path: str | Path) -> FunctionVector:
+        """Read a file written by :meth:`save` (files without the placement keys read as before).
+
+        Raises:
+            ValueError: the file's ``site`` or ``mode`` is not a function vector's (block output, add).
+        """
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as f:
-            meta = json.loads(f.metadata()["function_vector"])
+            stored = f.metadata()
+            meta = json.loads(stored["function_vector"])
             tensors = {k: f.get_tensor(k) for k in ("vector", "indirect_effect", "mean_outputs", "mean_writes")}
+        for key, want in (("site", cls.site), ("mode", cls.mode)):
+            if stored.get(key, want) != want:
+                raise ValueError(f"{path}: a function vector goes to {key} {want!r}, the file says {stored[key]!r}")
         meta["config"] = FunctionVectorConfig(**meta["config"])
         meta["heads"] = tuple(tuple(h) for h in meta["heads"])
         return cls(**tensors, **meta)

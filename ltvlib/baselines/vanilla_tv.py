@@ -28,20 +28,22 @@ import json
 import random
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
 
 from ..cache import atomic_write_bytes, code_version
 from ..evaluate import EvalSet, evaluate
-from ..inject import Mode, VectorEdit, record_residual
+from ..inject import Mode, Site, VectorEdit, record_residual
 from ..kv_cache import forward_tokens
 from ..prompts import EncodedPrompts, encode_prompts, pad_left
 from ..sites import check_layer
-from ..tasks import Example, Task, get_task
+from ..task_vector import apply_edits, placement_metadata
+from ..tasks import TASKS, Example, RowSpec, Task, get_task
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
@@ -100,6 +102,10 @@ class VanillaTaskVector:
         layer: the layer chosen on validation data (None until :func:`select_layer` ran).
         dev_accuracy: validation accuracy per layer from the layer choice (``{layer: accuracy}``).
         model, task, config: provenance; seconds: extraction wall time.
+        source_task: the :class:`~ltvlib.tasks.Task` it was extracted for, so that a task that is not in the
+            registry (:meth:`~ltvlib.tasks.Task.from_jsonl`, :meth:`~ltvlib.tasks.Task.from_json`) is evaluated
+            on its own format (:func:`zero_shot_evalset`); saved with the vector when it is not a registered
+            task. None: look ``task`` up in the registry.
     """
 
     icl_states: Tensor
@@ -110,8 +116,9 @@ class VanillaTaskVector:
     layer: int | None = None
     dev_accuracy: dict[int, float] = field(default_factory=dict)
     seconds: float = 0.0
+    source_task: Task | None = field(default=None, repr=False, compare=False)
 
-    site = "block_output"
+    site: ClassVar[Site] = "block_output"
 
     def mode(self, form: Form | None = None) -> Mode:
         """``"replace"`` for the replace form, ``"add"`` for the difference form."""
@@ -127,37 +134,90 @@ class VanillaTaskVector:
             return self.icl_states[layer]
         return self.icl_states[layer] - self.zero_shot_states[layer]
 
-    def edits(self, layer: int | None = None, form: Form | None = None) -> list[VectorEdit]:
-        """The injection at the last token: the output of block ``layer``, written (replace form) or added
-        (difference form)."""
+    def edits(self, layer: int | None = None, form: Form | None = None, *, scale: float = 1.0) -> list[VectorEdit]:
+        """The injection at the last token: the output of block ``layer`` (default: the chosen layer), written
+        (replace form: ``h <- scale * ICL state``) or added (difference form: ``h <- h + scale * (ICL -
+        zero-shot)``). ``form`` defaults to the config's; ``vtv.edits(layer, form)`` or keywords.
+
+        Raises:
+            ValueError: no layer given and none chosen yet; an unknown form.
+        """
         if layer is None:
             if self.layer is None:
                 raise ValueError("no layer given and none chosen yet: pass layer= or run select_layer first")
             layer = self.layer
-        return [VectorEdit(layer, -1, self.vector(layer, form), site="block_output", mode=self.mode(form))]
+        return [VectorEdit(layer, -1, scale * self.vector(layer, form), site="block_output", mode=self.mode(form))]
+
+    def apply(self, lm: LoadedModel, *, layer: int | None = None, scale: float = 1.0,
+              form: Form | None = None) -> AbstractContextManager[None]:
+        """A context manager putting :meth:`edits` into every prompt forward inside it
+        (:func:`ltvlib.inject.apply`); its hooks are removed on exit."""
+        return apply_edits(lm, self.edits(layer=layer, form=form, scale=scale))
 
     def metadata(self) -> dict[str, Any]:
-        return {"model": self.model, "task": self.task, "config": asdict(self.config), "layer": self.layer,
+        meta = {"model": self.model, "task": self.task, "config": asdict(self.config), "layer": self.layer,
                 "dev_accuracy": {str(k): v for k, v in self.dev_accuracy.items()}, "seconds": self.seconds}
+        if self.source_task is not None and self.source_task.name not in TASKS:
+            meta["source_task"] = _task_spec(self.source_task)
+        return meta
 
     def save(self, path: str | Path) -> Path:
+        """Both state tables as safetensors with the rest as JSON metadata (atomically); the placement keys
+        (site, mode, layers, positions) say where the chosen layer's vector goes (layers ``[]`` before
+        :func:`select_layer`)."""
         from safetensors.torch import save
 
         tensors = {"icl_states": self.icl_states, "zero_shot_states": self.zero_shot_states}
         tensors = {k: v.detach().float().cpu().contiguous() for k, v in tensors.items()}
-        meta = {"vanilla_tv": json.dumps(self.metadata()), "code_version": code_version()}
+        placement = {"site": self.site, "mode": self.mode(), "layers": "[]", "positions": "[-1]"}
+        if self.layer is not None:
+            placement = placement_metadata(self.edits())
+        meta = {"vanilla_tv": json.dumps(self.metadata()), "code_version": code_version(), **placement}
         return atomic_write_bytes(path, save(tensors, metadata=meta))
 
     @classmethod
     def load(cls, path: str | Path) -> VanillaTaskVector:
+        """Read a file written by :meth:`save` (files without the placement keys read as before).
+
+        Raises:
+            ValueError: the file's ``site`` is not block output, or its ``mode`` not the config form's.
+        """
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as f:
-            meta = json.loads(f.metadata()["vanilla_tv"])
+            stored = f.metadata()
+            meta = json.loads(stored["vanilla_tv"])
             tensors = {k: f.get_tensor(k) for k in ("icl_states", "zero_shot_states")}
         meta["config"] = VanillaTVConfig(**meta["config"])
         meta["dev_accuracy"] = {int(k): v for k, v in meta["dev_accuracy"].items()}
-        return cls(**tensors, **meta)
+        if meta.get("source_task") is not None:
+            meta["source_task"] = _task_from_spec(meta["source_task"])
+        tv = cls(**tensors, **meta)
+        for key, want in (("site", cls.site), ("mode", tv.mode())):
+            if stored.get(key, want) != want:
+                raise ValueError(f"{path}: this vanilla task vector goes to {key} {want!r}, the file says "
+                                 f"{stored[key]!r}")
+        return tv
+
+
+_TASK_SPEC_FIELDS = ("name", "kind", "query_template", "answer_template", "separator", "labels", "files",
+                     "eval_split_note", "description", "eval_file", "split_by_row")
+
+
+def _task_spec(task: Task) -> dict[str, Any]:
+    """A JSON-able description of a task outside the registry (its row specs as dicts)."""
+    spec = {k: getattr(task, k) for k in _TASK_SPEC_FIELDS}
+    spec["row_specs"] = [asdict(r) for r in task.row_specs]
+    return spec
+
+
+def _task_from_spec(spec: dict[str, Any]) -> Task:
+    spec = dict(spec)
+    spec["row_specs"] = tuple(RowSpec(**r) for r in spec["row_specs"])
+    spec["files"] = tuple(spec["files"])
+    if spec.get("labels") is not None:
+        spec["labels"] = tuple(spec["labels"])
+    return Task(**spec)
 
 
 @torch.no_grad()
@@ -212,13 +272,20 @@ def extract_vanilla_tv(
     zero_states = last_token_states(lm, zero).mean(0)
     return VanillaTaskVector(
         icl_states=icl_states, zero_shot_states=zero_states, model=lm.name, task=base.name, config=config,
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - start, source_task=base,
     )
 
 
-def zero_shot_evalset(lm: LoadedModel, tv: VanillaTaskVector, examples: Sequence[Example]) -> EvalSet:
-    """Zero-shot prompts (in the vector's template) over ``examples``, prefixes cached for a layer sweep."""
-    return EvalSet(lm, vanilla_task(tv.task, tv.config.template), examples, tail=1)
+def zero_shot_evalset(
+    lm: LoadedModel, tv: VanillaTaskVector, examples: Sequence[Example], *, task: Task | None = None
+) -> EvalSet:
+    """Zero-shot prompts (in the vector's template) over ``examples``, prefixes cached for a layer sweep.
+
+    The prompts' task is ``task`` if given, else the one the vector was extracted for
+    (:attr:`VanillaTaskVector.source_task`, so a task read from a file works), else the registry's ``tv.task``.
+    """
+    base = task if task is not None else tv.source_task if tv.source_task is not None else tv.task
+    return EvalSet(lm, vanilla_task(base, tv.config.template), examples, tail=1)
 
 
 def layer_accuracies(
