@@ -1,33 +1,34 @@
-"""Today's LTV path against the prompt store, side by side: chapter 01's layer sweep and seeds of the middle layer.
+"""Today's LTV path against another revision of the library, side by side: chapter 01's layer sweep and seeds.
 
-Each path trains the same list of LTVs (``cpu`` profile sizes: 600 training and 200 validation queries, the
-``cpu`` profile's fast recipe, zero-shot, position -1) in its own child process, one after the other, with
-``OMP_NUM_THREADS`` as given:
+Each path trains the same list of LTVs (the ``--profile``'s sizes and fast recipe, zero-shot, position -1, model
+``--model``) in its own child process, one after the other, with ``OMP_NUM_THREADS`` as given:
 
-- ``old``: the code of ``--baseline`` (default ``main``), exported with ``git archive`` into a temporary folder
-  and put first on ``PYTHONPATH`` (``--baseline env`` instead runs this checkout with ``LTV_PROMPT_STORE=0``,
-  which keeps the old runner cache but the new runner internals);
-- ``new``: this checkout (the prompt store, :mod:`ltvlib.prompt_store`).
+- ``old``: the code of ``--baseline`` (a git ref, default ``HEAD``), exported with ``git archive`` into a temporary
+  folder and put first on ``PYTHONPATH`` (``--baseline env`` instead runs this checkout with
+  ``LTV_PROMPT_STORE=0``: the prompt store off);
+- ``new``: this checkout, as it is in the working tree.
 
 Jobs, in the order chapter 01 runs them: for each of ``--tasks``, the layers of ``--layers`` from the lowest up
-(``profile``: :func:`ltvlib.study.plans.ltv_layers` of the ``cpu`` profile, 11 layers); then for each
-of ``--seed-tasks``, seeds ``1..--seeds - 1`` at the middle layer (seed 0 is the sweep's or is added).
-The parent then evaluates every vector of both paths on the same 200 test queries (this checkout's evaluator)
-and reports wall times, the largest difference between the two paths' vectors, both paths' test accuracies,
-the peak resident memory of each child and the prompt store's peak.
+(``profile``: :func:`ltvlib.study.plans.ltv_layers` of the profile); then for each of ``--seed-tasks``, seeds
+``1..--seeds - 1`` at the middle layer (seed 0 is the sweep's or is added). The parent then evaluates every vector
+of both paths on the same ``--n-test`` test queries (this checkout's evaluator) and reports the ratio of the two
+wall times, the largest difference between the two paths' vectors, both paths' test accuracies and the peak
+resident memory of each child.
 
-``--seeds-together``: the new path trains the seeds of each (task, middle layer) in one
-:func:`ltvlib.ltv_seeds.train_ltv_seeds` call (each seed's time is the call's divided by the seeds); the old path
-is unchanged.
+``--seeds-together``: the new path trains the seeds of each (task, middle layer) in one call
+(``train_ltv(..., seeds=[...])`` where the library has it, else ``ltvlib.ltv_seeds.train_ltv_seeds``; each seed's
+time is the call's divided by the seeds); the old path is unchanged. The trainer's arithmetic floor is
+``bench/floor.py``'s.
 
-``--floor`` also counts the FLOPs the new path's first LTV (cold: its prompts' forwards included) and second
-LTV (warm store) run (``torch.utils.flop_counter``) and divides them by the fp32 GEMM rate the new child
-measured just before and after its jobs: the arithmetic floor of each.
+The whole ``cpu`` run (4 tasks x 11 layers, 3 seeds of 7 tasks; hours on two cores)::
 
-The whole ``cpu`` run (4 tasks x 11 layers, 3 seeds of 7 tasks)::
+    OMP_NUM_THREADS=1 python bench/sweep.py --profile cpu --baseline HEAD~1 --tasks capital,capitalize,antonym,trec \\
+        --layers profile --seed-tasks antonym,capital,capitalize,trec,sst2,snli,rte --seeds 3
 
-    OMP_NUM_THREADS=1 python bench/sweep.py --tasks capital,capitalize,antonym,trec --layers profile \\
-        --seed-tasks antonym,capital,capitalize,trec,sst2,snli,rte --seeds 3 --floor
+and a short one (one task, two layers, two seeds)::
+
+    OMP_NUM_THREADS=1 python bench/sweep.py --profile cpu --baseline env --tasks antonym --layers 8,15 \\
+        --seed-tasks antonym --seeds 2
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _jobs(args: argparse.Namespace, lm) -> list[tuple[str, int, int]]:
     from ltvlib.study.plans import get_profile, ltv_layers
 
-    prof = get_profile("cpu")
+    prof = get_profile(args.profile)
     jobs: list[tuple[str, int, int]] = []
     for task in args.tasks:
         layers = (ltv_layers(lm.n_layers, task, prof) if args.layers == "profile"
@@ -73,18 +74,17 @@ def _groups(jobs: list[tuple[str, int, int]], together: bool) -> list[list[tuple
     return groups
 
 
-def gemm_rate(seconds: float = 2.0) -> float:
-    """fp32 GFLOP/s of a (1024 x 576) @ (576 x 1536) matrix product (SmolLM2's MLP shape), best of repeats."""
-    import torch
+def _train_together(lm, task: str, seeds: list[int], **kw) -> list:
+    """Seeds of one LTV as rows of one batch, through the library's public API."""
+    import inspect
 
-    a, b = torch.randn(1024, 576), torch.randn(576, 1536)
-    best, end = 0.0, time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        t = time.perf_counter()
-        for _ in range(10):
-            torch.mm(a, b)
-        best = max(best, 10 * 2 * 1024 * 576 * 1536 / (time.perf_counter() - t) / 1e9)
-    return best
+    from ltvlib import ltv
+
+    if "seeds" in inspect.signature(ltv.train_ltv).parameters:
+        return list(ltv.train_ltv(lm, task, seeds=seeds, progress=False, **kw))
+    from ltvlib.ltv_seeds import train_ltv_seeds
+
+    return train_ltv_seeds(lm, task, seeds, **kw)
 
 
 def child(args: argparse.Namespace) -> None:
@@ -95,11 +95,10 @@ def child(args: argparse.Namespace) -> None:
     from ltvlib.study.plans import get_profile
     from ltvlib.tasks import load_splits
 
-    prof = get_profile("cpu")
-    lm = load_model("smollm2-135m", device="cpu")
+    prof = get_profile(args.profile)
+    lm = load_model(args.model, device="cpu")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rate_before = gemm_rate()
     records, vectors = [], {}
     start = time.perf_counter()
     together = args.seeds_together and args.child == "new"
@@ -108,9 +107,7 @@ def child(args: argparse.Namespace) -> None:
         splits = load_splits(task, seed=0, n_train=prof.n_train, n_val=prof.n_val)
         t, cpu = time.perf_counter(), time.process_time()
         if len(group) > 1:
-            from ltvlib.ltv_seeds import train_ltv_seeds
-
-            ltvs = train_ltv_seeds(lm, task, [seed for _, _, seed in group], layers=[layer], recipe=prof.recipe,
+            ltvs = _train_together(lm, task, [seed for _, _, seed in group], layers=[layer], recipe=prof.recipe,
                                    splits=splits)
         else:
             ltvs = [train_ltv(lm, task, layers=[layer], recipe=prof.recipe, seed=group[0][2], splits=splits,
@@ -135,32 +132,10 @@ def child(args: argparse.Namespace) -> None:
     except ImportError:
         pass
     torch.save(vectors, out / "vectors.pt")
-    summary = {"wall_seconds": wall, "cpu_seconds": cpu_total, "jobs": records, "store": store, "gemm_gflops_before": rate_before,
-               "gemm_gflops_after": gemm_rate(), "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    summary = {"wall_seconds": wall, "cpu_seconds": cpu_total, "jobs": records, "store": store,
+               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                "load_average": os.getloadavg()}
-    if args.floor:
-        summary["floor"] = _count_flops(args, lm, prof)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-
-
-def _count_flops(args: argparse.Namespace, lm, prof) -> dict:
-    """FLOPs of the first job run cold (empty store) and of the second run warm, as the sweep ran them."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from ltvlib import prompt_store
-    from ltvlib.ltv import train_ltv
-    from ltvlib.tasks import load_splits
-
-    jobs = _jobs(args, lm)[:2]
-    prompt_store.STORE.clear()
-    counts = []
-    with FlopCounterMode(display=False) as counter:
-        for task, layer, seed in jobs:
-            before = counter.get_total_flops()
-            splits = load_splits(task, seed=0, n_train=prof.n_train, n_val=prof.n_val)
-            train_ltv(lm, task, layers=[layer], recipe=prof.recipe, seed=seed, splits=splits, progress=False)
-            counts.append(counter.get_total_flops() - before)
-    return {"jobs": [list(j) for j in jobs], "flops": counts}
 
 
 def _export_baseline(ref: str, into: Path) -> Path:
@@ -172,7 +147,7 @@ def _export_baseline(ref: str, into: Path) -> Path:
     return into / "code"
 
 
-def _evaluate(paths: dict[str, Path], n_test: int) -> dict[str, dict[str, float]]:
+def _evaluate(paths: dict[str, Path], n_test: int, model: str) -> dict[str, dict[str, float]]:
     import torch
 
     from ltvlib.evaluate import EvalSet, evaluate
@@ -180,7 +155,7 @@ def _evaluate(paths: dict[str, Path], n_test: int) -> dict[str, dict[str, float]
     from ltvlib.models import load_model
     from ltvlib.tasks import load_splits
 
-    lm = load_model("smollm2-135m", device="cpu")
+    lm = load_model(model, device="cpu")
     vectors = {name: torch.load(p / "vectors.pt") for name, p in paths.items()}
     sets: dict[str, EvalSet] = {}
     acc: dict[str, dict[str, float]] = {name: {} for name in paths}
@@ -197,16 +172,17 @@ def _evaluate(paths: dict[str, Path], n_test: int) -> dict[str, dict[str, float]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--profile", default="cpu", help="sizes and fast recipe (ltvlib.study.plans)")
     parser.add_argument("--tasks", type=lambda s: [t for t in s.split(",") if t], default=["capital", "capitalize", "antonym", "trec"])
     parser.add_argument("--layers", default="profile", help="comma-separated layers, or 'profile' (chapter 01's)")
     parser.add_argument("--seed-tasks", type=lambda s: [t for t in s.split(",") if t],
                         default=["antonym", "capital", "capitalize", "trec", "sst2", "snli", "rte"])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--baseline", default="main", help="git ref of today's path, or 'env' (LTV_PROMPT_STORE=0)")
+    parser.add_argument("--baseline", default="HEAD", help="git ref of the other path, or 'env' (LTV_PROMPT_STORE=0)")
     parser.add_argument("--n-test", type=int, default=200)
-    parser.add_argument("--floor", action="store_true")
     parser.add_argument("--seeds-together", action="store_true",
-                        help="the new path trains consecutive seeds of one (task, layer) together (ltvlib.ltv_seeds)")
+                        help="the new path trains consecutive seeds of one (task, layer) as rows of one batch")
     parser.add_argument("--parallel", action="store_true",
                         help="run the two paths at the same time (on a shared machine both then see the same load)")
     parser.add_argument("--out", default=None, help="JSON report (default: print only)")
@@ -219,7 +195,7 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="ltv-sweep-"))
     base = ROOT if args.baseline == "env" else _export_baseline(args.baseline, work)
-    passthrough = [a for a in sys.argv[1:] if a not in ("--floor", "--parallel")]
+    passthrough = [a for a in sys.argv[1:] if a != "--parallel"]
     if "--out" in passthrough:
         i = passthrough.index("--out")
         del passthrough[i : i + 2]
@@ -231,8 +207,6 @@ def main() -> None:
             env["LTV_PROMPT_STORE"] = "0"
         dirs[path] = work / path
         cmd = [sys.executable, str(ROOT / "bench" / "sweep.py"), *passthrough, "--child", path, "--dir", str(dirs[path])]
-        if path == "new" and args.floor:
-            cmd.append("--floor")
         print(f"== {path}: PYTHONPATH={env['PYTHONPATH']}", flush=True)
         running.append(subprocess.Popen(cmd, env=env, cwd=work))
         if not args.parallel:
@@ -241,7 +215,7 @@ def main() -> None:
         if proc.wait() != 0:
             raise SystemExit(f"a child failed: {proc.args}")
     summaries = {p: json.loads((d / "summary.json").read_text()) for p, d in dirs.items()}
-    compared = _evaluate(dirs, args.n_test)
+    compared = _evaluate(dirs, args.n_test, args.model)
     report = {"command": " ".join(["OMP_NUM_THREADS=" + os.environ.get("OMP_NUM_THREADS", "?"), "python", "bench/sweep.py",
                                    *sys.argv[1:]]),
               "baseline": args.baseline, "summaries": summaries, **compared}
@@ -249,8 +223,9 @@ def main() -> None:
     print(f"wall: old {old['wall_seconds']:.0f} s, new {new['wall_seconds']:.0f} s, "
           f"speed-up {old['wall_seconds'] / new['wall_seconds']:.2f}x; CPU: old {old['cpu_seconds']:.0f} s, "
           f"new {new['cpu_seconds']:.0f} s, {old['cpu_seconds'] / new['cpu_seconds']:.2f}x")
+    store = new["store"] or {}
     print(f"peak RSS: old {old['peak_rss_bytes'] / 2**30:.2f} GiB, new {new['peak_rss_bytes'] / 2**30:.2f} GiB; "
-          f"store peak {new['store']['peak_bytes'] / 2**20:.0f} MiB")
+          f"store peak {store.get('peak_bytes', 0) / 2**20:.0f} MiB")
     same = sum(compared["accuracy"]["new"][k] == compared["accuracy"]["old"][k] for k in compared["accuracy"]["new"])
     print(f"test accuracies equal for {same} of {len(compared['accuracy']['new'])} vectors; "
           f"max |new - old| = {max(compared['max_abs_diff'].values()):.2e} "
@@ -260,12 +235,6 @@ def main() -> None:
         key = f"{a['task']}/{a['layer']}/{a['seed']}"
         print(f"  {key:16s} {a['seconds']:6.1f} {b['seconds']:6.1f} {a['cpu_seconds']:6.1f} {b['cpu_seconds']:6.1f} {compared['accuracy']['old'][key]:.3f} "
               f"{compared['accuracy']['new'][key]:.3f}")
-    if "floor" in new:
-        rate = min(new["gemm_gflops_before"], new["gemm_gflops_after"]), max(new["gemm_gflops_before"], new["gemm_gflops_after"])
-        for (task, layer, seed), flops, job in zip(new["floor"]["jobs"], new["floor"]["flops"], new["jobs"]):
-            floor = flops / (rate[1] * 1e9)
-            print(f"floor {task} L{layer} s{seed}: {flops / 1e9:.0f} GFLOP / {rate[1]:.0f} GFLOP/s (best measured; "
-                  f"{rate[0]:.0f} the other time) = {floor:.1f} s; ran {job['seconds']:.1f} s = {job['seconds'] / floor:.1f}x")
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
 

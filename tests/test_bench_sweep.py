@@ -1,7 +1,11 @@
-"""bench/sweep.py: with --seeds-together, consecutive seeds of one (task, layer) form one group, nothing else does."""
+"""bench/sweep.py: the jobs follow the profile's layers; with --seeds-together consecutive seeds of one (task, layer)
+form one group, nothing else does."""
 
 from __future__ import annotations
 
+import argparse
+
+from ltvlib.study.plans import get_profile, ltv_layers
 from tests.bench_scripts import load_bench
 
 sweep = load_bench("sweep")
@@ -14,3 +18,11 @@ def test_groups_join_consecutive_seeds_of_one_task_and_layer_only():
         [("a", 0, 0)], [("a", 15, 0)], [("b", 15, 1), ("b", 15, 2)], [("c", 15, 0), ("c", 15, 1), ("c", 15, 2)],
         [("c", 17, 0)], [("a", 15, 1)]]
     assert sweep._groups(jobs, together=False) == [[job] for job in jobs]
+
+
+def test_jobs_take_the_layers_of_the_profile_given(llama):
+    for profile in ("smoke", "cpu"):
+        args = argparse.Namespace(profile=profile, tasks=["antonym"], layers="profile", seed_tasks=["sst2"], seeds=2)
+        jobs = sweep._jobs(args, llama)
+        layers = ltv_layers(llama.n_layers, "antonym", get_profile(profile))
+        assert jobs == [("antonym", l, 0) for l in layers] + [("sst2", llama.middle_layer, s) for s in range(2)]
