@@ -164,6 +164,22 @@ def task_from_file(path: Path, kind: str, name: str | None) -> Task:
     return reader(path, kind=kind, name=name)  # type: ignore[arg-type]
 
 
+def check_context(task: Task, lm: LoadedModel, log: Any) -> None:
+    """Every row of ``task``'s file fits the model's context (prompt and answer), checked before the splits
+    are cut, anything is trained or anything is written (:func:`ltvlib.prompts.check_task_context`).
+
+    Raises:
+        ContextLengthError: (a ValueError: exit code 2) the message names the file, the line, the token count
+            and the model's context.
+    """
+    from .prompts import check_task_context, context_length
+
+    limit = context_length(lm)
+    longest = check_task_context(task, lm.tokenizer, limit)
+    log(f"longest prompt and answer: {longest:,} tokens (the model's context: "
+        f"{f'{limit:,}' if limit else 'not stated'})")
+
+
 def resolve_layer(spec: str, n_layers: int) -> int:
     """``"middle"`` -> ``n_layers // 2``; an integer (negative from the end) checked against the model."""
     from .sites import check_layer
@@ -294,6 +310,8 @@ def _train(args: argparse.Namespace, log: Any) -> int:
     from .ltv import resolve_recipe, train_ltv, with_config
 
     task = task_from_file(args.data, args.kind, args.name)
+    lm = _load_lm(args.model, args.device, log)
+    check_context(task, lm, log)  # before the splits are cut (and cached): long rows stop here, in seconds
     splits = _splits(task, balance=False if args.no_balance else None, n_test=args.n_test)
     if args.shots > len(splits.train):
         raise CliError(f"--shots {args.shots} needs at least {args.shots} training examples; "
@@ -306,7 +324,6 @@ def _train(args: argparse.Namespace, log: Any) -> int:
         config = with_config(config, **overrides)
     data_hash = _file_sha256(args.data)
 
-    lm = _load_lm(args.model, args.device, log)
     layer = resolve_layer(args.layer, lm.n_layers)
     if task.labels is not None:
         check_label_tokens(task, lm.tokenizer)
@@ -361,7 +378,6 @@ def _eval(args: argparse.Namespace, log: Any) -> int:
         task = task_from_file(args.data, args.kind, args.name)
     else:
         task = get_task(args.task)
-    splits = _splits(task, balance=None, n_test=args.n_test)
     if not args.vector.is_file():
         raise CliError(f"--vector {args.vector}: file not found")
     try:
@@ -370,6 +386,9 @@ def _eval(args: argparse.Namespace, log: Any) -> int:
         raise CliError(f"--vector {args.vector} is not a vector saved by '{PROG} train': {exc}") from exc
     model = args.model or ltv.model
     lm = _load_lm(model, args.device, log)
+    if args.data is not None:  # registered tasks fit the embedded models; a file is checked before its splits
+        check_context(task, lm, log)
+    splits = _splits(task, balance=None, n_test=args.n_test)
     if ltv.vectors.shape[-1] != lm.d_model or max(ltv.layers) >= lm.n_layers:
         raise CliError(
             f"--vector {args.vector} (trained on {ltv.model!r}: width {ltv.vectors.shape[-1]}, layers "

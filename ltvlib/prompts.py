@@ -69,6 +69,7 @@ def encode_prompts(
     *,
     demos: Sequence[Sequence[Example]] | None = None,
     shared_demos: Sequence[Example] | None = None,
+    max_tokens: int | None = None,
 ) -> EncodedPrompts:
     """Tokenise zero-shot or k-shot prompts.
 
@@ -79,7 +80,15 @@ def encode_prompts(
         demos: per-prompt demonstrations (k-shot with different demos per query), or None.
         shared_demos: one demonstration block shared by every prompt (put into ``shared`` so it can be
             cached once), or None. Zero-shot when both are None.
+        max_tokens: the longest prompt allowed, in tokens (the model's context, :func:`context_length`);
+            None: the tokenizer's ``model_max_length`` when it states a real bound (many tokenizers state
+            none, e.g. SmolLM2's and Gemma 3's: then nothing is checked).
+
+    Raises:
+        ContextLengthError: a prompt longer than ``max_tokens``; the message names the query's file and line
+            (for a task read from files), its token count and the limit.
     """
+    limit = max_tokens if max_tokens is not None else tokenizer_limit(tokenizer)
     if demos is not None and shared_demos is not None:
         raise ValueError("give per-prompt demos or shared_demos, not both")
     if demos is not None and len(demos) != len(queries):
@@ -93,9 +102,107 @@ def encode_prompts(
         row = _ids(tokenizer, own) + _ids(tokenizer, q)
         if not row:
             raise ValueError(f"query {query.input!r} of task {task.name!r} tokenises to nothing")
+        if limit is not None and len(shared) + len(row) > limit:
+            shots = len(demos[i]) if demos is not None else len(shared_demos or ())
+            raise ContextLengthError(
+                f"{_where(task, query)}: the {f'{shots}-shot' if shots else 'zero-shot'} prompt of this query "
+                f"takes {len(shared) + len(row):,} tokens, more than the model's context of {limit:,} positions; "
+                "shorten the input" + (" or use fewer demonstrations" if shots else "")
+            )
         rows.append(tuple(row))
         texts.append(shared_text + own + q)
     return EncodedPrompts(tuple(shared), tuple(rows), tuple(texts))
+
+
+class ContextLengthError(ValueError):
+    """A prompt longer than the model's context. The message names the data file and the 1-based line of the
+    offending row (where the task has files), its token count and the limit."""
+
+
+def context_length(lm: Any) -> int | None:
+    """The positions a model can attend over: ``max_position_embeddings`` of its (text) config.
+
+    Args:
+        lm: a :class:`~ltvlib.models.LoadedModel`, a ``PreTrainedModel`` or a config.
+
+    Returns:
+        the limit, or None when the config states none.
+    """
+    model = getattr(lm, "model", lm)
+    config = getattr(model, "config", model)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n = getattr(text, "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def tokenizer_limit(tokenizer: Any) -> int | None:
+    """The tokenizer's ``model_max_length`` when it states a real bound; None for Hugging Face's "unset"
+    (about 1e30) and anything else over a billion tokens."""
+    n = getattr(tokenizer, "model_max_length", None)
+    return int(n) if isinstance(n, int) and 0 < n < 10**9 else None
+
+
+def _where(task: Task, query: Example) -> str:
+    """``file:line`` of the data row a query comes from, or the task's name when no file holds it."""
+    from .tasks import task_rows
+
+    try:
+        for path, line, ex in task_rows(task):
+            if ex.input == query.input:
+                return f"{path}:{line}"
+    except (ValueError, OSError):  # a task whose files cannot be read here: name the task instead
+        pass
+    return f"task {task.name!r}, query {query.input[:40]!r}"
+
+
+def check_task_context(task: Task | str, tokenizer: Any, max_tokens: int | None) -> int:
+    """Check, before anything is trained, evaluated or stored, that every row of a task's data files fits
+    the model: the zero-shot prompt of its input *and* its answer (training feeds both), tokenised as
+    :func:`encode_prompts` and :func:`answer_ids` do.
+
+    The rows are read with the validating reader (:func:`ltvlib.tasks.task_rows`: nothing is cached) and
+    tokenised in one batch, so a file of long rows fails in seconds rather than after minutes of training on
+    prompts past the model's positions.
+
+    Args:
+        task: a task or a registered task's name.
+        tokenizer: the model's tokenizer.
+        max_tokens: the model's context (:func:`context_length`); None checks nothing.
+
+    Returns:
+        the longest prompt-and-answer length over the rows, in tokens.
+
+    Raises:
+        ContextLengthError: some row is too long; the message names the file and line of the first one, its
+            token count, the limit, and how many rows (at which lines) exceed it.
+    """
+    from .tasks import get_task, task_rows
+
+    t = get_task(task)
+    rows = task_rows(t)
+    if not rows:
+        return 0
+
+    def lengths(texts: list[str]) -> list[int]:
+        ids = tokenizer([x for x in texts], add_special_tokens=False).input_ids
+        return [len(i) if x else 0 for i, x in zip(ids, texts)]
+
+    prefix = len(special_prefix(tokenizer))
+    queries = lengths([t.format_query(ex.input) for _, _, ex in rows])
+    answers = lengths([t.format_answer(ex.output) for _, _, ex in rows])
+    totals = [prefix + q + a for q, a in zip(queries, answers)]
+    if max_tokens is None:
+        return max(totals)
+    over = [i for i, n in enumerate(totals) if n > max_tokens]
+    if over:
+        path, line, _ = rows[over[0]]
+        lines = ", ".join(str(rows[i][1]) for i in over[:10]) + (", ..." if len(over) > 10 else "")
+        raise ContextLengthError(
+            f"{path}:{line}: the prompt and answer of this row take {totals[over[0]]:,} tokens, more than the "
+            f"model's context of {max_tokens:,} positions (max_position_embeddings); {len(over)} of the "
+            f"{len(rows)} rows of task {t.name!r} are too long (lines {lines}): shorten or drop them"
+        )
+    return max(totals)
 
 
 def answer_ids(tokenizer: Any, task: Task, outputs: Sequence[str]) -> list[list[int]]:

@@ -854,3 +854,29 @@ def _check_every_label(task: Task, examples: list[Example], where: str) -> None:
             f"task {task.name!r}: label(s) {missing} have no example in the {where}, so label-balanced "
             "pools would be empty; add examples of them or pass balance=False (--no-balance on the command line)"
         )
+
+
+def task_rows(task: str | Task, *, data_dir: str | Path | None = None) -> list[tuple[Path, int, Example]]:
+    """Every example of a task's data files, with the file and the 1-based line (or, in a JSON list, the line
+    where its item starts) it comes from, in file order; a row yields one example per row spec.
+
+    Read with the validating reader alone (no ``datasets`` cache is written), so a check of the rows (such as
+    :func:`ltvlib.prompts.check_task_context`) can run, and fail, before anything is stored. Rows are not
+    deduplicated or split (see :func:`load_splits` for that).
+
+    Raises:
+        UnknownTaskError: an unknown task name.
+        MissingDataFileError: a data file is missing.
+        DataFileError: a data file is empty or malformed (the message names file and line).
+    """
+    t = get_task(task)
+    root = data_root(data_dir)
+    required = tuple(dict.fromkeys(f for spec in t.row_specs for f in spec.required_fields))
+    out: list[tuple[Path, int, Example]] = []
+    for f in t.files:
+        path = root / f  # an absolute entry (a task read from a file) stays as it is
+        if not path.is_file():
+            raise MissingDataFileError(f"data file {path} for task {t.name!r} not found")
+        for line, row in _validated_rows(path, required):
+            out.extend((path, line, spec.to_example(row)) for spec in t.row_specs)
+    return out

@@ -8,6 +8,7 @@ import re
 import runpy
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,75 @@ def test_bad_inputs_exit_2_and_write_nothing(
            capsys, "width 32", "width 64")
     _fails(["eval", "--vector", str(tmp_path / "none.safetensors"), "--task", "antonym"], capsys, "not found")
     _fails(["eval", "--vector", str(vec), "--task", "antonyms"], capsys, "'antonyms'")
+
+
+@pytest.fixture(scope="module")
+def short_context_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama with a context of 48 positions, saved as a Hugging Face folder."""
+    lm = tiny_llama()
+    lm.model.config.max_position_embeddings = 48
+    folder = tmp_path_factory.mktemp("tiny-llama-48")
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _long_rows_file(tmp_path: Path) -> tuple[Path, list[int]]:
+    """40 antonym rows, two of them (lines 7 and 31) with inputs of 60 words: past a 48-position context."""
+    rows = [{"input": e.input, "output": e.output} for e in load_splits("antonym").train[:40]]
+    for i, word in ((6, "good"), (30, "bad")):
+        rows[i]["input"] = " ".join([word] * 60)
+    return _write_jsonl(tmp_path / "long_rows.jsonl", rows), [7, 31]
+
+
+def test_rows_past_the_context_stop_train_and_eval_fast_and_write_nothing(
+    short_context_dir: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, lines = _long_rows_file(tmp_path)
+    out_dir = tmp_path / "never"
+    start = time.perf_counter()
+    # "Q: good good ... good\nA:" (Q, :, 60 words, newline, A, :: 65 tokens) and " <answer>" (1): 66
+    _fails(["train", "--data", str(data), "--model", str(short_context_dir), "--out", str(out_dir), *QUICK],
+           capsys, f"{data}:{lines[0]}:", "66 tokens", "context of 48 positions", "2 of the 40 rows",
+           f"lines {lines[0]}, {lines[1]}")
+    assert time.perf_counter() - start < 30  # a model load and one tokenisation, not minutes of training
+    assert not out_dir.exists()
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))  # no datasets cache either
+    # eval of a saved vector on that file stops the same way (the vector fits the model)
+    vec = tmp_path / "v.safetensors"
+    LearnedTaskVector(vectors=__import__("torch").zeros(1, 64), layers=(1,), positions=(-1,), model="tiny",
+                      task="x", recipe="fast", seed=0, shots=0, config=FAST_RECIPE).save(vec)
+    _fails(["eval", "--vector", str(vec), "--data", str(data), "--model", str(short_context_dir)], capsys,
+           f"{data}:{lines[0]}:", "66 tokens", "48 positions")
+    assert not cache.exists() or not any(cache.rglob("*"))
+    # the same file fits the 512 positions of the other tiny model: only a short training run's worth of checks
+    from ltvlib.models import load_model
+    from ltvlib.prompts import check_task_context, context_length
+
+    lm = load_model(str(model_dir))
+    assert context_length(lm) == 512
+    assert check_task_context(Task.from_jsonl(data), lm.tokenizer, context_length(lm)) == 66
+
+
+def test_encode_prompts_refuses_a_prompt_past_the_limit_and_names_its_line(tmp_path: Path) -> None:
+    from ltvlib.prompts import ContextLengthError, encode_prompts
+
+    data, lines = _long_rows_file(tmp_path)
+    task = Task.from_jsonl(data)
+    lm = tiny_llama()
+    splits = load_splits(task)
+    long_ones = [e for e in (*splits.train, *splits.validation, *splits.test) if len(e.input.split()) == 60]
+    assert len(long_ones) == 2
+    encode_prompts(lm.tokenizer, task, long_ones)  # the tiny tokenizer states no bound: nothing checked
+    with pytest.raises(ContextLengthError, match=rf"{re.escape(str(data))}:({lines[0]}|{lines[1]}): .*65 tokens.*48"):
+        encode_prompts(lm.tokenizer, task, long_ones, max_tokens=48)
+    lm.tokenizer.model_max_length = 48  # a tokenizer that states its model's context is checked by default
+    try:
+        with pytest.raises(ContextLengthError, match="65 tokens"):
+            encode_prompts(lm.tokenizer, task, long_ones)
+    finally:
+        lm.tokenizer.model_max_length = int(1e30)
 
 
 def test_module_help_lists_examples(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
