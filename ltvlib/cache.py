@@ -12,13 +12,18 @@ A key is the sha256 digest of a canonical JSON of what the entry depends on:
 
 - its config, including :func:`task_key` for every task whose data it reads (the task's definition and
   the bytes of its data files), so editing a data file or reusing a task name for other data misses;
-- :func:`code_version`, the source of the trainer, evaluator and model loader and every ``ltvlib`` module
+- :func:`code_version`, the code of the trainer, evaluator and model loader and every ``ltvlib`` module
   they import (:func:`import_closure`);
 - for results of other modules, :func:`dependency_hash` of the module that computes them.
 
-Editing an analysis or chapter-level module therefore leaves trained vectors valid, while editing the
-trainer or anything it imports invalidates them. Only JSON and safetensors are stored: no pickles, so a
-cache dir is safe to share.
+Code is hashed by meaning, not by bytes: each module's syntax tree without its docstrings
+(:func:`module_digest`), so comments, docstrings and formatting change no key, while any change to what the
+code does (or a move of code between files) does. Editing an analysis or chapter-level module therefore
+leaves trained vectors valid, while editing the trainer or anything it imports invalidates them.
+
+Only JSON and safetensors are stored: no pickles, so a cache dir is safe to share. Entries that travel
+between machines are checked when read (:func:`read_cached`, :func:`cached_json`): a truncated or corrupt
+entry is reported in one warning line naming the file and what is wrong, then recomputed and rewritten.
 """
 
 from __future__ import annotations
@@ -29,29 +34,38 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import math
 import os
 import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, TypeVar
 
+from .paths import cache_root
 from .tasks import Task, data_root, get_task
 
 __all__ = [
     "AREAS",
+    "DamagedEntryError",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
     "cache_path",
     "cache_root",
+    "cached_file",
     "cached_json",
     "canonical",
+    "check_safetensors",
     "code_version",
     "config_key",
     "dependency_hash",
     "import_closure",
+    "module_digest",
+    "normalised_source",
+    "read_cached",
+    "report_damaged",
     "script_dependency_hash",
     "source_hash",
     "task_fingerprint",
@@ -60,6 +74,8 @@ __all__ = [
 
 AREAS = ("models", "vectors", "results")
 _PKG_DIR = Path(__file__).resolve().parent
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _current_umask() -> int:
@@ -72,13 +88,6 @@ def _current_umask() -> int:
 _FILE_MODE = 0o666 & ~_current_umask()
 # kinds become directory names: keep them to safe, relative path segments
 _KIND_RE = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
-
-
-def cache_root() -> Path:
-    """Cache root; read on every call so tests can point it at a tmp dir."""
-    env = os.environ.get("LTV_CACHE_DIR")
-    root = Path(env).expanduser() if env else Path.home() / ".cache" / "ltv-book"
-    return root
 
 
 def _package_version() -> str:
@@ -106,20 +115,56 @@ CORE_MODULES = ("ltvlib.ltv", "ltvlib.evaluate", "ltvlib.models")
 _KEY_MODULE = "cache.py"
 
 
+def _is_prose(stmt: ast.stmt) -> bool:
+    """A statement that is only a string: a docstring (module, class, function) or an attribute's docstring."""
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def normalised_source(source: str | bytes, filename: str = "<source>") -> str:
+    """What a module's code means, without its prose: ``ast.dump`` of its syntax tree (no positions) with every
+    statement that is only a string (docstrings) removed. Comments and formatting never reach the tree.
+
+    Raises:
+        SyntaxError: ``source`` is not valid Python (the message names ``filename``).
+    """
+    tree = ast.parse(source, filename=filename)
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, name, None)
+            if isinstance(stmts, list) and any(isinstance(s, ast.stmt) and _is_prose(s) for s in stmts):
+                setattr(node, name, [s for s in stmts if not _is_prose(s)])
+    return ast.dump(tree, include_attributes=False)
+
+
+# sha256 of a file's bytes -> sha256 of its normalised source: each version of a file is parsed once per process
+_NORMALISED: dict[bytes, bytes] = {}
+
+
+def module_digest(path: Path) -> bytes:
+    """sha256 of :func:`normalised_source` of the file at ``path``, memoised on the file's bytes (reading and
+    hashing a file is cheap; parsing it is what the memo saves)."""
+    data = path.read_bytes()
+    raw = hashlib.sha256(data).digest()
+    found = _NORMALISED.get(raw)
+    if found is None:
+        found = _NORMALISED[raw] = hashlib.sha256(normalised_source(data, str(path)).encode()).digest()
+    return found
+
+
 def _hash_files(paths: list[Path]) -> str:
     h = hashlib.sha256()
     for path in paths:
         # hash the relative name too, so moving code between files counts as a change
         h.update(path.relative_to(_PKG_DIR).as_posix().encode())
         h.update(b"\0")
-        h.update(path.read_bytes())
-        h.update(b"\0")
+        h.update(module_digest(path))
     return h.hexdigest()[:12]
 
 
 @functools.cache
 def source_hash(*relative_paths: str) -> str:
-    """sha256[:12] over the named ``ltvlib`` source files (all ``*.py`` files when none are named)."""
+    """sha256[:12] over the code (:func:`module_digest`) of the named ``ltvlib`` source files (all ``*.py``
+    files when none are named)."""
     paths = [_PKG_DIR / p for p in relative_paths] or sorted(
         p for p in _PKG_DIR.rglob("*.py") if "__pycache__" not in p.parts
     )
@@ -136,13 +181,44 @@ def _module_file(parts: list[str]) -> Path | None:
     return None
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement in ``tree`` that can run (module level or inside functions), in source order;
+    the body of an ``if TYPE_CHECKING:`` block is left out (its ``else`` branch is kept): it never runs."""
+    if isinstance(tree, (ast.Import, ast.ImportFrom)):
+        return [tree]
+    if isinstance(tree, ast.If) and _is_type_checking(tree.test):
+        children: list[ast.AST] = list(tree.orelse)
+    else:
+        children = list(ast.iter_child_nodes(tree))
+    return [node for child in children for node in _runtime_imports(child)]
+
+
+# (package folder, file, sha256 of its bytes) -> the ltvlib files it imports
+_IMPORTED: dict[tuple[Path, Path, bytes], frozenset[Path]] = {}
+
+
 def _imported(path: Path) -> set[Path]:
-    """The ``ltvlib`` files that ``path`` imports anywhere (module level or inside functions), with the
-    package ``__init__`` files that importing them runs. ``path`` may lie outside the package (a chapter):
-    then only its ``ltvlib.*`` imports count."""
+    """The ``ltvlib`` files that ``path`` imports anywhere (module level or inside functions, not under ``if
+    TYPE_CHECKING:``), with the package ``__init__`` files that importing them runs. ``path`` may lie outside
+    the package (a chapter): then only its ``ltvlib.*`` imports count. Memoised on the file's bytes."""
+    data = path.read_bytes()
+    key = (_PKG_DIR, path, hashlib.sha256(data).digest())
+    found = _IMPORTED.get(key)
+    if found is None:
+        found = _IMPORTED[key] = frozenset(_parse_imported(path, data))
+    return set(found)
+
+
+def _parse_imported(path: Path, data: bytes) -> set[Path]:
     package = list(path.relative_to(_PKG_DIR).parent.parts) if path.is_relative_to(_PKG_DIR) else None
     wanted: list[list[str]] = []
-    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+    for node in _runtime_imports(ast.parse(data, filename=str(path))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 if package is None or node.level - 1 > len(package):
@@ -208,8 +284,8 @@ def import_closure(*modules: str, scripts: tuple[Path, ...] = ()) -> tuple[str, 
 
 @functools.cache
 def dependency_hash(*modules: str) -> str:
-    """sha256[:12] of the source of :func:`import_closure` of ``modules``: the code a result computed by
-    them depends on. Put it in the key of every result a non-core module computes
+    """sha256[:12] of the code (:func:`module_digest`) of :func:`import_closure` of ``modules``: the code a
+    result computed by them depends on. Put it in the key of every result a non-core module computes
     (``dependency_hash(__name__)``)."""
     return _hash_files([_PKG_DIR / p for p in import_closure(*modules)])
 
@@ -221,8 +297,9 @@ def code_version() -> str:
 
 
 def script_dependency_hash(script: str | os.PathLike[str]) -> str:
-    """sha256[:12] of the ``ltvlib`` source a script outside the package (a chapter) imports, directly or
-    not. Not memoised: the script may gain imports while a process runs."""
+    """sha256[:12] of the code (:func:`module_digest`) of the ``ltvlib`` modules a script outside the package
+    (a chapter) imports, directly or not. Not memoised: the script may gain imports while a process runs (each
+    file version is parsed once, so a call costs reading the closure's files)."""
     return _hash_files([_PKG_DIR / p for p in import_closure(scripts=(Path(script),))])
 
 
@@ -405,6 +482,130 @@ def cache_path(kind: str, config: Any, suffix: str, *, area: str = "vectors") ->
     return cache_root() / area / _check_kind(kind) / f"{config_key(config)}{suffix}"
 
 
+class DamagedEntryError(ValueError):
+    """A cache entry that cannot be what its kind holds: a truncated or corrupt file. Raised by the checks of
+    :func:`read_cached`, which reports it and recomputes the entry."""
+
+
+def report_damaged(path: Path, problem: str) -> None:
+    """One warning line, ``ltv-book cache: damaged entry <path> (<problem>); recomputing`` (logger
+    ``ltvlib.cache``; shown on stderr when logging is not configured)."""
+    _log.warning("ltv-book cache: damaged entry %s (%s); recomputing", path, problem)
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if not isinstance(exc, DamagedEntryError):
+        text = f"{type(exc).__name__}: {text}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_safetensors(path: str | os.PathLike[str]) -> None:
+    """Check that ``path`` is a whole safetensors file: an 8-byte header length, a JSON header of that length,
+    and tensor data that end exactly where the file ends.
+
+    Raises:
+        DamagedEntryError: naming what is wrong, e.g. ``truncated safetensors: 2000 bytes, the header
+            describes 40128``.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            raise DamagedEntryError(f"truncated safetensors: {size} bytes, not even the 8-byte header length")
+        n = int.from_bytes(head, "little")
+        if 8 + n > size:
+            raise DamagedEntryError(f"truncated safetensors: {size} bytes, the header alone needs {8 + n}")
+        raw = fh.read(n)
+    try:
+        header = json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise DamagedEntryError(f"corrupt safetensors header: {_one_line(exc)}") from exc
+    if not isinstance(header, dict):
+        raise DamagedEntryError(f"corrupt safetensors header: a JSON {type(header).__name__}, not an object")
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            raise DamagedEntryError(f"corrupt safetensors header: tensor {name!r} has no data_offsets")
+        end = max(end, offsets[1])
+    if 8 + n + end > size:
+        raise DamagedEntryError(f"truncated safetensors: {size} bytes, the header describes {8 + n + end}")
+    if 8 + n + end < size:
+        raise DamagedEntryError(f"safetensors with {size - 8 - n - end} stray bytes after the tensor data")
+
+
+def _damage_errors() -> tuple[type[BaseException], ...]:
+    """What a loader raises on a damaged file: the checks' own error, value and key errors of the metadata
+    (``json.JSONDecodeError``, ``UnicodeDecodeError``), a short read, and safetensors' own error. Errors of
+    other types (a bug in the loader) are not taken for damage and propagate."""
+    errors: tuple[type[BaseException], ...] = (DamagedEntryError, ValueError, KeyError, EOFError)
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - safetensors is a dependency
+        return errors
+    return (*errors, SafetensorError)
+
+
+def read_cached(path: str | os.PathLike[str], load: Callable[[Path], T]) -> T | None:
+    """``load(path)`` for a cache entry that may be missing or damaged.
+
+    A ``.safetensors`` file is first checked whole (:func:`check_safetensors`); then ``load`` reads it. When
+    the check or the load fails as a damaged file does (:func:`_damage_errors`), the file is reported in one
+    warning line (:func:`report_damaged`) and None is returned, so the caller recomputes the entry and
+    rewrites it (atomically, e.g. with :func:`atomic_write_bytes`, which the vectors' ``save`` methods use).
+
+    Args:
+        path: the entry, usually from :func:`cache_path`.
+        load: reads the entry, e.g. ``LearnedTaskVector.load``.
+
+    Returns:
+        What ``load`` returned, or None when the file is missing or damaged.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        if path.suffix == ".safetensors":
+            check_safetensors(path)
+        return load(path)
+    except _damage_errors() as exc:
+        report_damaged(path, _one_line(exc))
+        return None
+
+
+def cached_file(
+    path: str | os.PathLike[str],
+    compute: Callable[[], T],
+    *,
+    load: Callable[[Path], T],
+    save: Callable[[T, Path], object],
+) -> T:
+    """The entry at ``path``: read with ``load`` when it is there and whole (:func:`read_cached`), else
+    ``compute()`` written with ``save(value, path)``.
+
+    Args:
+        path: the entry, usually from :func:`cache_path`.
+        compute: called on a miss or a damaged entry.
+        load: reads an entry, e.g. ``VanillaTaskVector.load``.
+        save: writes ``value`` to ``path`` atomically (readers see the old file or the new one), e.g.
+            ``lambda v, p: v.save(p)``.
+
+    Returns:
+        The loaded or computed value (a computed value as ``compute`` returned it, not read back).
+    """
+    path = Path(path)
+    found = read_cached(path, load)
+    if found is not None:
+        return found
+    value = compute()
+    save(value, path)
+    return value
+
+
 def cached_json(kind: str, config: Any, compute: Callable[[], dict]) -> dict:
     """Return ``compute()``, memoised in ``results/<kind>/<key>.json``.
 
@@ -417,16 +618,19 @@ def cached_json(kind: str, config: Any, compute: Callable[[], dict]) -> dict:
         The stored value (tuples come back as lists, identical on hit and miss).
 
     The config and code version are stored beside the value so a cache file
-    can be understood without the code that wrote it. A corrupt file (e.g.
-    from an older, non-atomic writer) is recomputed rather than trusted.
+    can be understood without the code that wrote it. A damaged file (truncated in transit, or from an older,
+    non-atomic writer) is reported in one warning line (:func:`report_damaged`), recomputed and rewritten.
     """
     path = cache_path(kind, config, ".json", area="results")
     if path.exists():
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(record, dict) or not isinstance(record.get("value"), dict):
+                raise DamagedEntryError("not a result record: no 'value' object")
             return record["value"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            pass
+        except ValueError as exc:  # DamagedEntryError, json.JSONDecodeError, UnicodeDecodeError
+            problem = _one_line(exc) if isinstance(exc, DamagedEntryError) else f"corrupt JSON: {_one_line(exc)}"
+            report_damaged(path, problem)
     value = compute()
     if not isinstance(value, dict):
         raise TypeError(f"cached_json: compute() must return dict, got {type(value).__name__}")

@@ -15,12 +15,13 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
-from .tasks import Example, Task
+if TYPE_CHECKING:  # annotations only: tasks imports this module (check_label_tokens)
+    from .tasks import Example, Task
 
 
 @dataclass(frozen=True)

@@ -557,7 +557,7 @@ def _load_with_datasets(path: Path) -> list[dict[str, Any]]:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     import datasets
 
-    from .cache import cache_root
+    from .paths import cache_root
 
     datasets.disable_progress_bars()
     try:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -226,13 +228,13 @@ def _edit_first_answer(path: Path, answer: str) -> None:
 def training_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Counts the trainings train_ltv(cache=True) starts (a cache hit starts none)."""
     calls: list[str] = []
-    real = ltv._train_ltv
+    real = ltv._train_runs
 
-    def counting(lm, task, **kwargs):
-        calls.append(get_task(task).name)
-        return real(lm, task, **kwargs)
+    def counting(lm, task, seeds, **kwargs):
+        calls.extend(get_task(task).name for _ in seeds)
+        return real(lm, task, seeds, **kwargs)
 
-    monkeypatch.setattr(ltv, "_train_ltv", counting)
+    monkeypatch.setattr(ltv, "_train_runs", counting)
     return calls
 
 
@@ -344,11 +346,35 @@ def package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         memo.cache_clear()
 
 
-def _touch_source(package: Path, module: str) -> None:
-    with (package / module).open("a", encoding="utf-8") as fh:
-        fh.write("\n# an edit\n")
+def _clear_memos() -> None:
     for memo in (cache.source_hash, cache.dependency_hash, cache.code_version):
         memo.cache_clear()  # a new process would start with empty memos
+
+
+def _touch_source(package: Path, module: str) -> None:
+    """A change to what ``module`` does (a new module-level name)."""
+    with (package / module).open("a", encoding="utf-8") as fh:
+        fh.write("\n_EDITED = 1\n")
+    _clear_memos()
+
+
+def _reword_source(package: Path, module: str) -> None:
+    """An edit of prose and layout only: every docstring reworded, a comment added, a blank line removed."""
+    path = package / module
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    docstrings = [node.body[0] for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)]
+    assert docstrings, module
+    for doc in sorted(docstrings, key=lambda d: d.lineno, reverse=True):  # bottom up: earlier lines keep their places
+        indent = lines[doc.lineno - 1][: doc.col_offset]
+        lines[doc.lineno - 1 : doc.end_lineno] = [f'{indent}"""Reworded prose."""  # and a comment\n']
+    text = "".join(lines).replace("\n\n\n", "\n\n", 1)
+    path.write_text("# a new first comment\n" + text, encoding="utf-8")
+    _clear_memos()
 
 
 def test_analysis_edit_keeps_ltv_cache_and_trainer_edit_invalidates_it(
@@ -415,8 +441,9 @@ def test_a_chapter_stamp_follows_the_modules_the_chapter_imports(package_copy: P
     chapter = tmp_path / "01_chapter.py"
     chapter.write_text("from ltvlib.stats import Proportion\nimport ltvlib.tasks\n")
     before = cache.script_dependency_hash(chapter)
-    # tasks.py imports prompts.py (label tokens are checked with the answer tokeniser)
-    assert set(cache.import_closure(scripts=(chapter,))) == {"__init__.py", "stats.py", "tasks.py", "prompts.py"}
+    # tasks.py imports prompts.py (label tokens are checked with the answer tokeniser) and paths.py (the cache root)
+    assert set(cache.import_closure(scripts=(chapter,))) == {
+        "__init__.py", "stats.py", "tasks.py", "prompts.py", "paths.py"}
     _touch_source(package_copy, "analysis/ov.py")  # not imported by the chapter
     assert cache.script_dependency_hash(chapter) == before
     _touch_source(package_copy, "stats.py")
@@ -469,3 +496,146 @@ def test_layers_import_one_way(parse_once: None) -> None:
         folders = {p.split("/")[0] for p in cache.import_closure(module) if "/" in p}
         assert folders <= allowed[layer], (module, sorted(folders - allowed[layer]))
     assert seen == set(allowed)
+
+
+# ---------------------------------------------------------------------------------- keys follow meaning, not bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PARAMS = {"model": "smollm2-135m", "profile": "cpu", "seed": 0, "device": "auto"}
+
+
+def _chapter_stamps() -> dict[str, dict]:
+    from ltvlib.book import runner
+
+    return {c.name: runner.make_stamp(c, DEFAULT_PARAMS) for c in runner.read_chapters(ROOT) if c.py.exists()}
+
+
+def test_normalised_source_ignores_prose_and_layout() -> None:
+    plain = "def f(x):\n    return x + 1\n"
+    prose = '"""Module."""\n\n# a comment\ndef f(x):  # why\n    """What f does."""\n\n    return (x +\n            1)\n'
+    assert cache.normalised_source(plain) == cache.normalised_source(prose)
+    assert cache.normalised_source(plain) != cache.normalised_source(plain.replace("+ 1", "+ 2"))
+    assert cache.normalised_source("X = 1\n") != cache.normalised_source("X = '1'\n")  # a string value is code
+
+
+def test_prose_edit_keeps_code_version_and_chapter_stamps(package_copy: Path, parse_once: None) -> None:
+    version, trainer = cache.code_version(), cache.dependency_hash("ltvlib.ltv")
+    stamps = _chapter_stamps()
+    _reword_source(package_copy, "ltv.py")
+    assert cache.code_version() == version
+    assert cache.dependency_hash("ltvlib.ltv") == trainer
+    assert _chapter_stamps() == stamps
+
+    _touch_source(package_copy, "ltv.py")  # a change to the trainer's code
+    assert cache.code_version() != version
+    changed = _chapter_stamps()
+    assert {name for name in stamps if changed[name] != stamps[name]} == {
+        name for name in stamps if "ltv.py" in cache.import_closure(scripts=(ROOT / "chapters" / f"{name}.py",))
+    }
+
+
+def test_trainer_code_change_changes_the_ltv_key(package_copy: Path, parse_once: None) -> None:
+    key = {"model": "m", "task": "antonym", "layers": [1]}
+    before = cache.cache_path("ltv", key, ".safetensors")
+    _reword_source(package_copy, "ltv.py")
+    assert cache.cache_path("ltv", key, ".safetensors") == before
+    _touch_source(package_copy, "ltv.py")
+    assert cache.cache_path("ltv", key, ".safetensors") != before
+
+
+# ---------------------------------------------------------------------------------- damaged entries
+
+
+def _save_tensors(value: dict[str, torch.Tensor], path: Path) -> None:
+    from safetensors.torch import save
+
+    cache.atomic_write_bytes(path, save(value))
+
+
+def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def _damage_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "damaged entry" in r.getMessage()]
+
+
+def test_a_truncated_vector_is_reported_and_recomputed(tmp_cache: Path, caplog: pytest.LogCaptureFixture) -> None:
+    calls = []
+
+    def compute() -> dict[str, torch.Tensor]:
+        calls.append(1)
+        return {"vectors": torch.arange(4000, dtype=torch.float32).reshape(2, 2000)}
+
+    path = cache.cache_path("ltv", {"a": 1}, ".safetensors")
+    first = cache.cached_file(path, compute, load=_load_tensors, save=_save_tensors)
+    assert torch.equal(cache.cached_file(path, compute, load=_load_tensors, save=_save_tensors)["vectors"],
+                       first["vectors"])
+    assert len(calls) == 1 and not _damage_lines(caplog)
+
+    whole = path.read_bytes()
+    path.write_bytes(whole[:2000])  # cut in transit
+    with caplog.at_level(logging.WARNING, logger="ltvlib.cache"):
+        again = cache.cached_file(path, compute, load=_load_tensors, save=_save_tensors)
+    assert len(calls) == 2 and torch.equal(again["vectors"], first["vectors"])
+    [line] = _damage_lines(caplog)
+    assert "\n" not in line and str(path) in line and "truncated safetensors" in line and "recomputing" in line
+    assert path.read_bytes() == whole  # rewritten whole
+    assert _leftovers(path.parent) == []
+
+    caplog.clear()
+    path.write_bytes(b"not a safetensors file at all")
+    with caplog.at_level(logging.WARNING, logger="ltvlib.cache"):
+        assert cache.read_cached(path, _load_tensors) is None
+    [line] = _damage_lines(caplog)
+    assert str(path) in line and "safetensors" in line
+    assert cache.read_cached(path.with_name("missing.safetensors"), _load_tensors) is None  # missing: no report
+    assert len(_damage_lines(caplog)) == 1
+
+
+def test_check_safetensors_names_the_damage(tmp_path: Path) -> None:
+    path = tmp_path / "v.safetensors"
+    _save_tensors({"v": torch.ones(100)}, path)
+    cache.check_safetensors(path)
+    whole = path.read_bytes()
+    for cut, match in ((4, "8-byte header length"), (20, "the header alone needs"), (len(whole) - 1, "header describes")):
+        path.write_bytes(whole[:cut])
+        with pytest.raises(cache.DamagedEntryError, match=match):
+            cache.check_safetensors(path)
+    path.write_bytes(whole + b"xx")
+    with pytest.raises(cache.DamagedEntryError, match="stray bytes"):
+        cache.check_safetensors(path)
+
+
+def test_a_loader_bug_is_not_taken_for_damage(tmp_path: Path) -> None:
+    path = tmp_path / "v.safetensors"
+    _save_tensors({"v": torch.ones(3)}, path)
+
+    def broken(p: Path) -> None:
+        raise AttributeError("a bug in the loader")
+
+    with pytest.raises(AttributeError, match="bug"):
+        cache.read_cached(path, broken)
+
+
+@pytest.mark.parametrize("damage", ["{truncated", '{"kind": "x", "config": {}}', "[1, 2]", "\udcff"])
+def test_a_damaged_result_is_reported_and_recomputed(tmp_cache: Path, caplog: pytest.LogCaptureFixture,
+                                                      damage: str) -> None:
+    calls = []
+
+    def compute() -> dict:
+        calls.append(1)
+        return {"v": 1}
+
+    assert cache.cached_json("x", {"a": 1}, compute) == {"v": 1}
+    path = cache.cache_path("x", {"a": 1}, ".json", area="results")
+    path.write_bytes(damage.encode("utf-8", "surrogateescape"))
+    with caplog.at_level(logging.WARNING, logger="ltvlib.cache"):
+        assert cache.cached_json("x", {"a": 1}, compute) == {"v": 1}
+    assert len(calls) == 2
+    [line] = _damage_lines(caplog)
+    assert "\n" not in line and str(path) in line and "recomputing" in line
+    assert json.loads(path.read_text())["value"] == {"v": 1}
+    assert cache.cached_json("x", {"a": 1}, compute) == {"v": 1} and len(calls) == 2  # whole again: a hit

@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ltvlib.book.runner import BOOK_ROOT_ENV, CLAIMS_DIR, claims_root, is_default, read_chapters, verdict_slug
+from ltvlib.book.layout import BOOK_ROOT_ENV, CLAIMS_DIR, claims_root, is_default, read_chapters, verdict_slug
 from ltvlib.cache import atomic_write_text
 from ltvlib.stats import Estimate, format_estimate
 
