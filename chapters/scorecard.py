@@ -16,17 +16,10 @@
 # %% [markdown]
 # # Scorecard: which of the paper's claims hold here
 #
-# One row per claim of the paper as a chapter tested it: the paper's number, ours, the model and profile it
-# was measured with, and the verdict, with a link to the figure or table that supports it. Nothing here is
-# typed by hand: each chapter's last cell computes its rows from its own measurements and saves them
-# (`ltvlib.book.scorecard.record_claims` writes `results/claims/<chapter>.json`), and this page reads those
-# files. The book runner executes this page after every other chapter.
-#
-# **The rule.** A verdict follows from the checks in the *rule* column, conditions each chapter states and
-# computes (for instance "the LTV's average is above both extracted vectors' averages"): every check passes
-# → **reproduced**; some pass → *partly*; none → not reproduced. The paper's numbers are for Llama-3.1-8B
-# unless the row says otherwise; ours come from the model in the row, usually a far smaller one, so the
-# checks compare orderings and ratios rather than absolute accuracies.
+# One line per claim of the paper as a chapter tested it: the claim (linked to the figure or table behind it),
+# the paper's number, ours with its 95 % interval, and the verdict. Below the grid each claim's full record opens
+# in a dropdown. Nothing here is typed by hand: each chapter records its claims (`results/claims/<chapter>.json`)
+# and this page, executed after every other chapter, reads them.
 
 # %% tags=["parameters"]
 model = "smollm2-135m"
@@ -34,31 +27,15 @@ profile = "cpu"
 seed = 0
 device = "auto"  # unused: this page only reads the chapters' results
 
-# %%
+# %% mystnb={"markdown_format": "myst"}
+# MyST, not CommonMark: the grid's links are Sphinx references ({ref}, {doc}), checked when the book builds.
 from IPython.display import Markdown, display
 
-from ltvlib.book.scorecard import PAPER_CLAIMS, book_root, load_sheets, scorecard_markdown, summary_markdown
+from ltvlib.book.scorecard import PAPER_CLAIMS, book_root, load_sheets, scorecard_page_markdown
 
 root = book_root(model, profile, seed)
 sheets = load_sheets(root)
-display(Markdown(summary_markdown(sheets)))
-
-# %% [markdown]
-# ## The claims, one row each
-#
-# The rows are grouped by the paper's six claims (numbered as in the
-# {doc}`overview <00_overview>`):
-#
-# 1. LTVs beat extracted task vectors at every layer and match or beat ICL;
-# 2. they are flexible;
-# 3. they act through the OV circuits of a few key heads;
-# 4. their propagation is nearly linear (rotation early, stretch late);
-# 5. they are a cheap PEFT method;
-# 6. they cluster by task, transfer and compose.
-
-# %% mystnb={"markdown_format": "myst"}
-# MyST, not CommonMark: the table's links are Sphinx references ({ref}, {doc}), checked when the book builds.
-display(Markdown(scorecard_markdown(sheets)))
+display(Markdown(scorecard_page_markdown(sheets)))
 
 # %% [markdown]
 # ## Reading the scorecard
@@ -67,8 +44,12 @@ display(Markdown(scorecard_markdown(sheets)))
 #   model on subsets of tasks and queries (each chapter says which), and `paper` runs the paper's sizes. Rerun
 #   the book with `--profile paper --model <id>` on a GPU to fill the table for another model; its scorecard
 #   lands beside that run's chapters in `_build/runs/<profile>__<model>/`.
-# - "Partly" says that some of a claim's checks failed: the *rule* column names which, and the linked figure
-#   shows by how much; each chapter's closing sections discuss why.
+# - **The rule.** No verdict is written by hand: a rule in code gives it from the chapter's measurements. For a
+#   difference the paper gives a sign to, the 95 % interval on the paper's side of 0 gives **reproduced**, on the
+#   other side *not reproduced*, across 0 *inconclusive*; a bound works the same way; a claim made of parts, some
+#   reproduced and some not, is *partly*. Each claim's dropdown names its rule and why it gave that level.
+# - The paper's numbers are for Llama-3.1-8B unless a line says otherwise; ours come from a far smaller model, so
+#   the checks compare orderings and ratios rather than absolute accuracies.
 # - The paper's claims are listed below with the chapters that test them:
 
 # %%

@@ -13,6 +13,9 @@
   loads LTVs passes its ledger to ``record_claims``;
 - every executed chapter's interpretations (``ltvlib.book.scorecard.interpret`` markers) agree with its own claims;
 - the scorecard comes right after the overview and runs last;
+- the landing page and the scorecard open with the verdict grid, one short line per claim; README.md's verdict
+  table is the one the claims give; the claims downloads and the execution statistics hold every claim and
+  chapter; every bibliography entry is cited;
 - the HTML build turns warnings into errors.
 """
 
@@ -338,6 +341,106 @@ def test_landing_page_verdict_table_has_one_badge_and_link_per_claim() -> None:
     for c in claims:
         assert f"<{c.evidence}>`" in table, f"no link to {c.evidence}"
     assert book.verdict_slug("not reproduced") == "not-reproduced"
+
+
+# ------------------------------------------------------------------------ the verdict grid, README, downloads
+
+
+def test_landing_page_and_scorecard_open_with_the_verdict_grid() -> None:
+    """The landing page shows the grid (the ``{verdict-grid}`` directive, generated when the book is built) before
+    any section, and the scorecard's executed source renders the same grid; both say where the paper's numbers
+    come from once (the landing page)."""
+    intro = (ROOT / "intro.md").read_text(encoding="utf-8")
+    first_section = intro.index("\n## ")
+    assert 0 < intro.index("```{verdict-grid}") < first_section, "the grid must come before the first section"
+    assert "secondary summary" in intro
+    scorecard = (ROOT / "chapters" / "scorecard.py").read_text(encoding="utf-8")
+    assert "scorecard_page_markdown(sheets)" in scorecard
+
+
+def test_verdict_grid_has_one_short_line_per_claim() -> None:
+    from ltvlib.book.scorecard import GRID_LABELS, grid_rows, load_sheets, verdict_grid_markdown
+
+    sheets = load_sheets(ROOT)
+    claims = [(s.chapter, c) for s in sheets for c in s.claims]
+    grid = verdict_grid_markdown(sheets)
+    rows = [line for line in grid.splitlines() if line.startswith("| ") and "{verdict}" in line]
+    assert len(rows) == len(claims) > 0
+    assert grid.count("{verdict}`") == len(claims)
+    for (chapter, c), row, line in zip(claims, rows, grid_rows(sheets), strict=True):
+        assert (chapter, c.key) in GRID_LABELS, f"{chapter}/{c.key}: no short label in scorecard.GRID_LABELS"
+        assert f"<{c.evidence}>`" in row, f"{chapter}/{c.key}: no link to its evidence"
+        assert "..." not in row and "…" not in row, f"{chapter}/{c.key}: a truncated cell: {row}"
+        assert len(line.claim) <= 40 and len(line.paper) <= 30, f"{chapter}/{c.key}: not a few words: {row}"
+    # no label for a claim that no longer exists
+    recorded = {(chapter, c.key) for chapter, c in claims}
+    assert not set(GRID_LABELS) - recorded, f"labels of claims nobody records: {set(GRID_LABELS) - recorded}"
+
+
+def test_readme_verdict_table_is_generated_from_the_claims() -> None:
+    from ltvlib.book import pages
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text == pages.readme_with_grid(text, pages.readme_grid(ROOT)), (
+        "README.md's verdict table differs from results/claims: run `python -m ltvlib.book.pages`")
+    assert len(text.splitlines()) <= 150, "README.md is documentation: at most 150 lines (history: CHANGELOG.md)"
+    for command in ("bash scripts/book.sh", "bash scripts/test.sh"):
+        assert command in text
+
+
+def test_readme_check_catches_a_stale_table(tmp_path: Path) -> None:
+    from ltvlib.book import pages
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    stale = text.replace("reproduced |", "reproduced? |", 1)
+    assert stale != text
+    assert pages.readme_with_grid(stale, pages.readme_grid(ROOT)) == text
+    with pytest.raises(ValueError, match="no generated verdict table"):
+        pages.readme_with_grid("# no markers\n", "grid")
+
+
+def test_claims_downloads_hold_every_claim() -> None:
+    import csv
+    import io
+
+    from ltvlib.book.scorecard import CSV_COLUMNS, claims_csv, claims_json, load_sheets
+
+    sheets = load_sheets(ROOT)
+    n = sum(len(s.claims) for s in sheets)
+    rows = list(csv.DictReader(io.StringIO(claims_csv(sheets))))
+    assert len(rows) == n > 0 and tuple(rows[0]) == CSV_COLUMNS
+    assert {r["verdict"] for r in rows} <= {"reproduced", "partly", "not reproduced", "inconclusive",
+                                             "not testable at this scale"}
+    doc = json.loads(claims_json(sheets))
+    assert sum(len(s["claims"]) for s in doc["sheets"]) == n
+
+
+def test_execution_statistics_read_every_chapter() -> None:
+    from ltvlib.book import pages
+
+    rows = pages.execution_rows(ROOT)
+    assert [r["chapter"] for r in rows] == [c.name for c in book.read_chapters(ROOT)]
+    executed = [r for r in rows if r["time"] != "\u2013"]
+    assert executed, "no chapter notebook records its execution time"
+    assert all(r["model"] != "\u2013" and r["profile"] != "\u2013" for r in executed)
+    assert "Total execution time" in pages.execution_stats_markdown(ROOT)
+
+
+CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
+
+
+def test_every_bibliography_entry_is_cited() -> None:
+    """Every entry of references.bib is cited ({cite}) on some page of the table of contents."""
+    keys = re.findall(r"^@\w+\{([^,\s]+),", (ROOT / "references.bib").read_text(encoding="utf-8"), re.MULTILINE)
+    assert keys
+    cited: set[str] = set()
+    for doc in book.toc_pages(ROOT):
+        for ext in (".md", ".py"):
+            path = ROOT / f"{doc}{ext}"
+            if path.exists():
+                for group in CITE.findall(path.read_text(encoding="utf-8")):
+                    cited |= {k.strip() for k in group.split(",")}
+    assert not set(keys) - cited, f"bibliography entries nothing cites: {sorted(set(keys) - cited)}"
 
 
 # ------------------------------------------------------------------------ what the committed claims must record
