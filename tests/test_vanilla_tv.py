@@ -80,3 +80,27 @@ def test_hendel_template():
     t = vanilla_task("sst2", "hendel")
     assert t.format_demo(Example("good", "positive")) == "example:good->positive"
     assert t.separator == "\n" and t.labels == get_task("sst2").labels
+
+
+def test_positional_and_keyword_forms_and_scale(llama, tmp_path):
+    """``tv.edits(layer, form)`` as before; ``scale`` multiplies the written state (replace form) or the
+    added difference; a file saved before a layer was chosen carries no layers and loads as it was."""
+    pool = load_splits("antonym").train[:40]
+    tv = extract_vanilla_tv(llama, "antonym", pool, VanillaTVConfig(shots=2, n_dummy=1, n_contexts=2))
+    (pos,) = tv.edits(1, "difference")
+    (kw,) = tv.edits(layer=1, form="difference", scale=1.0)
+    assert (pos.layer, pos.site, pos.mode) == (kw.layer, kw.site, kw.mode) == (1, "block_output", "add")
+    assert torch.equal(pos.vector, kw.vector)
+    (half_replace,) = tv.edits(1, "replace", scale=0.5)
+    assert half_replace.mode == "replace" and torch.equal(half_replace.vector, 0.5 * tv.icl_states[1])
+    (double_diff,) = tv.edits(2, "difference", scale=2.0)
+    torch.testing.assert_close(double_diff.vector, 2.0 * (tv.icl_states[2] - tv.zero_shot_states[2]))
+    from safetensors import safe_open
+
+    path = tv.save(tmp_path / "unchosen.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    assert (meta["site"], meta["mode"], meta["layers"], meta["positions"]) == ("block_output", "replace", "[]", "[-1]")
+    back = VanillaTaskVector.load(path)
+    assert back.layer is None and back.source_task is None  # a registered task is looked up by name
+    torch.testing.assert_close(back.edits(1)[0].vector, tv.edits(1)[0].vector)
