@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:  # annotations only: tasks imports this module (check_label_tokens)
+# answer_ids lives in a leaf module that the task registry imports too; it is re-exported here
+from .answer_tokens import answer_ids, text_ids  # noqa: F401
+
+if TYPE_CHECKING:
     from .tasks import Example, Task
 
 
@@ -52,10 +55,6 @@ class EncodedPrompts:
 def special_prefix(tokenizer: Any) -> list[int]:
     """Ids the tokenizer puts before any text (e.g. ``<bos>`` for Gemma, nothing for SmolLM2)."""
     return list(tokenizer("", add_special_tokens=True).input_ids)
-
-
-def _ids(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False).input_ids) if text else []
 
 
 def demonstrations_text(task: Task, demos: Sequence[Example]) -> str:
@@ -95,12 +94,12 @@ def encode_prompts(
     if demos is not None and len(demos) != len(queries):
         raise ValueError(f"{len(demos)} demonstration lists for {len(queries)} queries")
     shared_text = demonstrations_text(task, shared_demos) if shared_demos else ""
-    shared = special_prefix(tokenizer) + _ids(tokenizer, shared_text)
+    shared = special_prefix(tokenizer) + text_ids(tokenizer, shared_text)
     rows, texts = [], []
     for i, query in enumerate(queries):
         own = demonstrations_text(task, demos[i]) if demos is not None else ""
         q = task.format_query(query.input)
-        row = _ids(tokenizer, own) + _ids(tokenizer, q)
+        row = text_ids(tokenizer, own) + text_ids(tokenizer, q)
         if not row:
             raise ValueError(f"query {query.input!r} of task {task.name!r} tokenises to nothing")
         if limit is not None and len(shared) + len(row) > limit:
@@ -204,28 +203,6 @@ def check_task_context(task: Task | str, tokenizer: Any, max_tokens: int | None)
             f"{len(rows)} rows of task {t.name!r} are too long (lines {lines}): shorten or drop them"
         )
     return max(totals)
-
-
-def answer_ids(tokenizer: Any, task: Task, outputs: Sequence[str]) -> list[list[int]]:
-    """Token ids of each answer as it follows the query (``task.format_answer``, e.g. ``" cold"``).
-
-    Raises:
-        ValueError: an answer tokenises to nothing, or to nothing but whitespace (an empty label after the
-            template's leading space would otherwise train on the bare space token); the message names it.
-    """
-    result = []
-    for y in outputs:
-        text = task.format_answer(y)
-        ids = _ids(tokenizer, text)
-        if not ids:
-            raise ValueError(f"label {y!r} of task {task.name!r} tokenises to nothing (answer text {text!r})")
-        if not y.strip() or not tokenizer.decode(ids).strip():
-            raise ValueError(
-                f"label {y!r} of task {task.name!r} tokenises to whitespace only (answer text {text!r} -> ids "
-                f"{ids}); every label needs at least one visible character"
-            )
-        result.append(ids)
-    return result
 
 
 def sample_demos(pool: Sequence[Example], k: int, rng: random.Random, exclude: str | None = None) -> list[Example]:

@@ -28,6 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from .answer_tokens import answer_ids
+
 __all__ = [
     "PAPER_TASKS",
     "TASKS",
@@ -640,8 +642,6 @@ def check_label_tokens(task: str | Task, tokenizer: Any) -> dict[str, int]:
         ValueError: A generation task, a label that tokenises to nothing, or two labels with the same
             first token (the message names both and the token).
     """
-    from .prompts import answer_ids  # prompts imports this module
-
     t = get_task(task)
     labels = label_words(t)
     firsts = [ids[0] for ids in answer_ids(tokenizer, t, labels)]

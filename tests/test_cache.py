@@ -441,9 +441,10 @@ def test_a_chapter_stamp_follows_the_modules_the_chapter_imports(package_copy: P
     chapter = tmp_path / "01_chapter.py"
     chapter.write_text("from ltvlib.stats import Proportion\nimport ltvlib.tasks\n")
     before = cache.script_dependency_hash(chapter)
-    # tasks.py imports prompts.py (label tokens are checked with the answer tokeniser) and paths.py (the cache root)
+    # tasks.py imports answer_tokens.py (label tokens are checked with the answer tokeniser) and paths.py (the
+    # cache root)
     assert set(cache.import_closure(scripts=(chapter,))) == {
-        "__init__.py", "stats.py", "tasks.py", "prompts.py", "paths.py"}
+        "__init__.py", "stats.py", "tasks.py", "answer_tokens.py", "paths.py"}
     _touch_source(package_copy, "analysis/ov.py")  # not imported by the chapter
     assert cache.script_dependency_hash(chapter) == before
     _touch_source(package_copy, "stats.py")
