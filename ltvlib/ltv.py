@@ -17,9 +17,14 @@ Two recipes (:data:`PAPER_RECIPE`, :data:`FAST_RECIPE`):
   at each vector's site, the learning rate a multiple of the RMS of the stream entering the last block
   (``TrainConfig.lr_final_stream_weight``).
 
-A result records whether it trained: the starting vector's validation score, the steps to the best one and
-``trained`` (the best strictly above the start). Classification tasks stop early on balanced accuracy
-(``TrainConfig.early_stopping``).
+A result records whether it learned (``learned``, :func:`learned_rule`): the lower end of the 95 % Wilson
+interval of its validation accuracy must lie above the better of the validation prompts' accuracy without a
+vector and the majority answer's rate, and the thresholds it was judged by are kept with it; a run that did not
+learn is retried at a smaller step (``TrainConfig.retries_without_progress``). Classification tasks stop early on
+balanced accuracy (``TrainConfig.early_stopping``).
+
+One loop trains every LTV: :func:`train_ltv` steps one run, or several seeds as rows of one batch (``seeds=``),
+each run keeping its own draw, sampler, optimiser, early stopping and retries.
 """
 
 from __future__ import annotations
@@ -90,8 +95,8 @@ class TrainConfig:
             the labels present, :attr:`ltvlib.evaluate.EvalResult.balanced_accuracy`: a vector that predicts
             the majority label of a skewed validation pool does not score above one that separates the labels)
             or ``"auto"`` (default): balanced accuracy for classification tasks, accuracy for generation tasks.
-        retries_without_progress: when a run ends with its kept vector no better on validation than its random
-            start (it did not train), train again from the same start and batches with the learning rate
+        retries_without_progress: when a run ends with a vector that did not learn (:func:`learned_rule`), train
+            again from the same start and batches with the learning rate
             multiplied by ``retry_lr_factor``, at most this many times (0: never; the released recipe).
         retry_lr_factor: the learning rate's factor per retry.
         lr_final_stream_weight: with ``relative_to_stream``, how much of the learning rate's scale comes from the
@@ -190,7 +195,7 @@ recipe on Antonym and TREC, ``bench/recipe_grid.py``). Then, by the rule "the hi
 8, 15, 22, 26 and 29 (``bench/layer_recipes.py``): site-relative factors first (x27 of 0.0163 won,
 2026-12-01), then the blend ``w`` in quarters with the factor interpolated per point from single runs at x9 to
 x2187 (``bench/step_blend.py``): w = 0 / x27 44.1 %, w = 1/2 / x27 46.3, w = 3/4 / x15.6 47.1, **w = 1 / x9
-47.7** (bench/RESULTS.md, "sessions 17 and 18"). Checked against a third and three times its learning rate on
+47.7** (mean validation accuracy over those 14 points). Checked against a third and three times its learning rate on
 test accuracy at those 14 points (3-10 seeds each): within 5 points of the better neighbour at 13; at TREC layer
 3 three times the step scores 5.5 points more [1.0, 10.0] (10 seeds). All of that was one-vector LTVs.
 
@@ -199,11 +204,14 @@ rate, so their step sizes add up to one vector's step (arithmetic; how far they 
 not measured). With the whole step
 each, chapter 02's 40-vector LTV (every 4th layer x the last 5 positions) stayed near its start on Capital,
 Capitalize and Antonym (validation 0.020 / 0.045 / 0.025); with ``1/sqrt(n)`` 0.347 / 0.035 / 0.025; with
-``1/n`` 0.408 / 0.775 / 0.375 (bench/RESULTS.md, "session 19"). A one-vector LTV is unaffected.
+``1/n`` 0.408 / 0.775 / 0.375. A one-vector LTV is unaffected.
 
-A run that does not train (its kept vector no better on validation than its random start) is trained again
-from the same start with a third of the learning rate, at most twice (``retries_without_progress``): a run that
-trains is never retried, so this costs time only where a vector would otherwise be reported as "did not train".
+A run that does not learn (:func:`learned_rule`: the lower end of its validation accuracy's 95 % Wilson interval
+not above the better of no vector and the majority answer) is trained again from the same start with a third of
+the learning rate, at most twice (``retries_without_progress``): a run that learns is never retried, so this costs
+time only where a vector would otherwise be reported as "did not train". (On Gemma-3-270M at layer 9, SST-2, the
+default step left a vector answering "negative" to every query, balanced validation 0.500, below zero-shot within
+the labels; a third of the step reached 86.0 % on test.)
 ``bench/train_recipes.py`` and ``bench/recipe_grid.py`` compare recipes side by side; ``bench/layer_recipes.py``
 across layers and models."""
 

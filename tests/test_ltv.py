@@ -28,8 +28,8 @@ from ltvlib.tasks import load_splits
 SMALL = {"n_train": 48, "n_val": 16}
 
 
-def _splits():
-    return load_splits("antonym", **SMALL)
+def _splits(task="antonym"):
+    return load_splits(task, **SMALL)
 
 
 def _first_loss(ltv: LearnedTaskVector, k: int = 3) -> float:
@@ -124,13 +124,13 @@ def trainings(monkeypatch, tmp_path):
 
     monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path / "cache"))
     calls: list[str] = []
-    real = ltv_module._train_ltv
+    real = ltv_module._train_runs
 
-    def counting(lm, task, **kwargs):
-        calls.append(getattr(task, "name", task))
-        return real(lm, task, **kwargs)
+    def counting(lm, task, seeds, **kwargs):
+        calls.extend(getattr(task, "name", task) for _ in seeds)
+        return real(lm, task, seeds, **kwargs)
 
-    monkeypatch.setattr(ltv_module, "_train_ltv", counting)
+    monkeypatch.setattr(ltv_module, "_train_runs", counting)
     return calls
 
 
@@ -366,20 +366,20 @@ def test_an_untrained_run_says_so(llama, config):
 def test_a_run_that_did_not_train_is_retried_at_smaller_steps_until_one_trains(llama, monkeypatch):
     from ltvlib import ltv as ltv_module
 
-    real, factors = ltv_module._train_attempt, []
+    real, factors = ltv_module._attempt, []
 
-    def attempt(*args, lr_factor, **kwargs):
-        factors.append(lr_factor)
-        out = real(*args, lr_factor=lr_factor, **kwargs)
-        out.trained = len(factors) == 2  # the first run "does not train", the second does
-        return out
+    def attempt(lm, task, seeds, lr_factors, **kwargs):
+        factors.append(lr_factors[seeds[0]])
+        (out,) = real(lm, task, seeds, lr_factors, **kwargs)
+        out.learned = len(factors) == 2  # the first run "does not learn", the second does
+        return [out]
 
-    monkeypatch.setattr(ltv_module, "_train_attempt", attempt)
+    monkeypatch.setattr(ltv_module, "_attempt", attempt)
     config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
     splits = _splits()
     ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=splits, progress=False)
     assert factors == [1.0, pytest.approx(1 / 3)]
-    assert ltv.attempts == 2 and ltv.trained
+    assert ltv.attempts == 2 and ltv.learned
     (scale,) = step_scales(config, llama, splits.task, splits.train, [1], [-1])
     assert ltv.effective_lr[0] == pytest.approx(config.lr / 3 * scale)
     assert ltv.config == config  # the recipe as asked; effective_lr says what the kept run used
@@ -409,9 +409,9 @@ def test_a_run_that_beats_its_start_says_so_and_when(llama):
     epochs = [c for c in ltv.curve if "val_score" in c]
     assert epochs[0]["val_score"] == ltv.start_val_score and epochs[0]["step"] == 0
     best = max(e["val_score"] for e in epochs)
-    assert ltv.best_val_score == best and ltv.trained is (best > ltv.start_val_score)
+    assert ltv.best_val_score == best and (best > ltv.start_val_score or not ltv.learned)
     first_best = next(e for e in epochs if e["val_score"] == best)
-    assert ltv.steps_to_best == (first_best["step"] if ltv.trained else 0)
+    assert ltv.steps_to_best == (first_best["step"] if best > ltv.start_val_score else 0)
 
 
 def test_early_stopping_uses_balanced_accuracy_for_classification(llama):
@@ -488,3 +488,31 @@ def test_the_reference_rms_is_smollm2s_middle_layer_on_antonym_training_prompts(
     assert last > 100 * first  # the range a single site-relative learning rate serves badly
     # the fast recipe's learning rate is relative to this stream: its absolute step at every layer is lr * 29
     assert last == pytest.approx(FAST_REFERENCE_LAST_RMS, rel=0.02)
+
+
+def test_the_learned_rule_needs_the_accuracy_interval_above_no_vector_and_the_majority():
+    from ltvlib.ltv import learned_rule, majority_rate
+    from ltvlib.stats import wilson_interval
+    from ltvlib.tasks import Example
+
+    # the motivating case: a constant "negative" on 200 balanced queries (0.5) does not beat the majority (0.5)
+    assert learned_rule(0.5, 200, 0.3, 0.5) == (False, wilson_interval(100, 200)[0])
+    assert learned_rule(0.6, 200, 0.3, 0.5)[0]  # lower end 0.531 > 0.5
+    assert not learned_rule(0.6, 200, 0.55, 0.5)[0]  # ... but not above a better zero-shot score
+    assert not learned_rule(1.0, 0, 0.0, 0.0)[0]
+    examples = [Example("a", "x"), Example("b", "y"), Example("c", "x")]
+    assert majority_rate(examples) == pytest.approx(2 / 3)
+
+
+def test_a_run_that_did_not_learn_is_retried_and_says_so(gemma, tmp_path):
+    """On the tiny Gemma no run's 16 validation queries give an interval above zero-shot and the majority label:
+    every run is retried, at a third of the step each time, and the saved vector says it did not learn and why."""
+    config = with_config(FAST_RECIPE, epochs=3, samples_per_epoch=16, batch_size=8, lr=20.0, patience=3)
+    ltv = train_ltv(gemma, "sst2", layers=[1], recipe=config, splits=_splits("sst2"), progress=False)
+    assert ltv.learned is False and ltv.trained is False
+    assert ltv.attempts == 1 + config.retries_without_progress == 3 and len(ltv.attempt_scores) == 3
+    assert ltv.val_n == 16 and ltv.majority_val_rate == pytest.approx(0.5)
+    assert 0.0 <= ltv.no_vector_val_accuracy <= 1.0
+    assert ltv.val_accuracy_low < max(ltv.no_vector_val_accuracy, ltv.majority_val_rate)
+    back = LearnedTaskVector.load(ltv.save(tmp_path / "v.safetensors"))
+    assert (back.learned, back.val_accuracy_low, back.majority_val_rate) == (False, ltv.val_accuracy_low, 0.5)

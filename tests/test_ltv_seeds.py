@@ -1,4 +1,5 @@
-"""Seeds trained together (ltvlib.ltv_seeds): each seed is the run train_ltv makes, within float tolerance."""
+"""Seeds trained together (train_ltv(seeds=...), ltvlib.ltv_seeds passes through): each seed is the run
+train_ltv(seed=s) makes, within float tolerance."""
 
 from __future__ import annotations
 
@@ -42,9 +43,13 @@ def test_each_seed_is_train_ltvs_run(tiny, layers, positions):
     assert len({t.seconds for t in together}) == 1 and together[0].seconds > 0  # the joint run's wall time
 
 
-def test_seeds_stop_early_and_retry_each_on_their_own(llama):
+def test_seeds_stop_early_and_retry_each_on_their_own(llama, monkeypatch):
     """With patience 1 some seeds stop after an epoch or fail to train (then retried at a third of the learning
-    rate) while the others go on: whatever each does, it is what train_ltv does with that seed."""
+    rate) while the others go on: whatever each does, it is what train_ltv does with that seed. (16 validation
+    queries never pass the learned rule's interval: here a run learns when its score rises above its start's.)"""
+    from ltvlib import ltv as ltv_module
+
+    monkeypatch.setattr(ltv_module, "learned_rule", lambda accuracy, n, no_vector, majority: (True, float("nan")))
     config = with_config(FAST_RECIPE, epochs=4, samples_per_epoch=16, batch_size=8, lr=0.3, patience=1,
                          patience_after_gain=False, retries_without_progress=1)
     seeds = [0, 1, 2, 5]
@@ -57,12 +62,26 @@ def test_seeds_stop_early_and_retry_each_on_their_own(llama):
     assert len({(a.steps, a.attempts) for a in alone}) > 1, [(a.steps, a.attempts) for a in alone]
 
 
-@pytest.mark.parametrize("seeds, recipe, match", [([], FAST_RECIPE, "distinct seeds"),
-                                                  ([1, 1], FAST_RECIPE, "distinct seeds"),
-                                                  ([0, 1], PAPER_RECIPE, "prefix_cache=False")])
-def test_bad_arguments_name_the_value(llama, seeds, recipe, match):
+@pytest.mark.parametrize("seeds, match", [([], "distinct seeds"), ([1, 1], "distinct seeds")])
+def test_bad_arguments_name_the_value(llama, seeds, match):
     with pytest.raises(ValueError, match=match):
-        train_ltv_seeds(llama, "antonym", seeds, layers=[1], recipe=recipe, splits=_splits())
+        train_ltv_seeds(llama, "antonym", seeds, layers=[1], recipe=FAST_RECIPE, splits=_splits())
+    with pytest.raises(ValueError, match="not both"):
+        train_ltv(llama, "antonym", seed=3, seeds=[1, 2], layers=[1], splits=_splits())
+
+
+@pytest.mark.parametrize("recipe, shots", [(with_config(PAPER_RECIPE, epochs=1, samples_per_epoch=4), 0),
+                                           (with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=4), 2)],
+                         ids=["paper", "k-shot"])
+def test_seeds_that_cannot_share_prompts_run_one_after_another(llama, recipe, shots):
+    """Without cached prefixes, or with demonstrations (each seed its own blocks), each seed is exactly its own
+    train_ltv run."""
+    together = train_ltv(llama, "antonym", seeds=[2, 0], layers=[1], shots=shots, recipe=recipe, splits=_splits(),
+                         progress=False)
+    for t in together:
+        alone = train_ltv(llama, "antonym", seed=t.seed, layers=[1], shots=shots, recipe=recipe, splits=_splits(),
+                          progress=False)
+        assert torch.equal(t.vectors, alone.vectors) and t.curve == alone.curve
 
 
 def test_a_diverging_seed_is_named(llama):
