@@ -180,6 +180,35 @@ def check_context(task: Task, lm: LoadedModel, log: Any) -> None:
         f"{f'{limit:,}' if limit else 'not stated'})")
 
 
+def check_icl_context(lm: LoadedModel, task: Task, splits: TaskSplits, *, shots: int, seed: int) -> None:
+    """The k-shot ICL prompts :func:`evaluate_conditions` will build (the same ``ICL_DEMO_SETS`` blocks drawn
+    from the training split with ``seed``, the test queries assigned to them in turn, as
+    :class:`~ltvlib.evaluate.EvalSet` does) fit the model's context: checked before training, so that
+    demonstrations too long for the model stop the run in seconds rather than after it.
+
+    Raises:
+        CliError: a prompt past the context; names the query's file and line, the token count and the limit.
+    """
+    import random
+
+    from .prompts import ContextLengthError, context_length, encode_prompts, sample_demos
+
+    limit = context_length(lm)
+    if limit is None:
+        return
+    rng = random.Random(seed)
+    blocks = [sample_demos(splits.train, shots, rng) for _ in range(ICL_DEMO_SETS)]
+    test = list(splits.test)
+    for b, block in enumerate(blocks):
+        queries = test[b::ICL_DEMO_SETS]
+        if not queries:
+            continue
+        try:
+            encode_prompts(lm.tokenizer, task, queries, shared_demos=block, max_tokens=limit)
+        except ContextLengthError as exc:
+            raise CliError(f"{exc} (--shots {shots}: fewer demonstrations, or --shots 0 to skip ICL)") from None
+
+
 def resolve_layer(spec: str, n_layers: int) -> int:
     """``"middle"`` -> ``n_layers // 2``; an integer (negative from the end) checked against the model."""
     from .sites import check_layer
@@ -316,6 +345,8 @@ def _train(args: argparse.Namespace, log: Any) -> int:
     if args.shots > len(splits.train):
         raise CliError(f"--shots {args.shots} needs at least {args.shots} training examples; "
                        f"task {task.name!r} has {len(splits.train)}")
+    if args.shots:
+        check_icl_context(lm, task, splits, shots=args.shots, seed=args.seed)
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out {args.out} exists and is not a folder")
     config = resolve_recipe(args.recipe)
@@ -350,7 +381,12 @@ def _train(args: argparse.Namespace, log: Any) -> int:
         "splits": {"seed": 0, "train": len(splits.train), "validation": len(splits.validation),
                    "test": len(splits.test), "balanced": balanced},
         "results": {what: s.to_dict() for what, s in scores.items()},
-        "training": {"steps": ltv.steps, "seconds": ltv.seconds, "best_val_accuracy": ltv.best_val_accuracy},
+        "training": {"steps": ltv.steps, "seconds": ltv.seconds, "best_val_accuracy": ltv.best_val_accuracy,
+                     "attempts": ltv.attempts, "learned": ltv.learned,
+                     "learned_rule": {"val_accuracy_wilson_low": ltv.val_accuracy_low, "val_queries": ltv.val_n,
+                                      "no_vector_val_accuracy": ltv.no_vector_val_accuracy,
+                                      "majority_val_rate": ltv.majority_val_rate}},
+        "warnings": [] if ltv.learned else [_not_learned(ltv)],
         "seconds": seconds, "vector": vector_path.name, "code_version": code_version(),
     }
     ltv.save(vector_path)
@@ -366,9 +402,20 @@ def _train(args: argparse.Namespace, log: Any) -> int:
         if what in scores:
             print("  " + scores[what].line(what))
     _print_predicted(scores["LTV"])
+    if not ltv.learned:
+        print(f"WARNING  {_not_learned(ltv)}")
+        log(f"warning: {_not_learned(ltv)}")
     print(f"saved    {vector_path}")
     print(f"         {results_path}")
     return 0
+
+
+def _not_learned(ltv: Any) -> str:
+    """The warning for a vector that did not learn (:func:`ltvlib.ltv.learned_rule`), with the numbers it failed."""
+    return (f"the vector did not learn after {ltv.attempts} attempt(s): the lower end of its validation accuracy's "
+            f"95 % interval ({ltv.val_accuracy_low:.3f} over {ltv.val_n} queries) is not above both the accuracy "
+            f"without a vector ({ltv.no_vector_val_accuracy:.3f}) and the majority answer's rate "
+            f"({ltv.majority_val_rate:.3f}); do not report it as a learned task vector")
 
 
 def _eval(args: argparse.Namespace, log: Any) -> int:

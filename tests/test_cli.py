@@ -93,6 +93,13 @@ def test_train_then_eval_end_to_end(
     ltv_result = record["results"]["LTV"]["first_token"]
     assert ltv_result["n"] == 20 and ltv_result["ci95"][0] <= ltv_result["accuracy"] <= ltv_result["ci95"][1]
     assert sum(record["results"]["LTV"]["predicted_labels"].values()) == 20
+    # a tiny random model's vector does not learn: said on the screen and in the record, with the rule's numbers
+    training = record["training"]
+    assert training["learned"] is False and training["attempts"] == 1 + FAST_RECIPE.retries_without_progress
+    assert set(training["learned_rule"]) == {"val_accuracy_wilson_low", "val_queries", "no_vector_val_accuracy",
+                                             "majority_val_rate"}
+    assert len(record["warnings"]) == 1 and "did not learn" in record["warnings"][0]
+    assert "WARNING  the vector did not learn" in out
 
     # eval on the same file and model recomputes the same prompts in the same order: identical accuracies
     assert main(["eval", "--vector", str(vector_path), "--data", str(sentiment_file), "--kind", "classification",
@@ -205,6 +212,19 @@ def test_rows_past_the_context_stop_train_and_eval_fast_and_write_nothing(
     lm = load_model(str(model_dir))
     assert context_length(lm) == 512
     assert check_task_context(Task.from_jsonl(data), lm.tokenizer, context_length(lm)) == 66
+
+
+def test_icl_prompts_past_the_context_stop_train_before_training(
+    short_context_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [{"input": e.input, "output": e.output} for e in load_splits("antonym").train[:40]]
+    data = _write_jsonl(tmp_path / "words.jsonl", rows)  # each zero-shot prompt fits 48 positions ...
+    out_dir = tmp_path / "never"
+    start = time.perf_counter()
+    # ... but ten demonstrations (about 9 tokens each) do not
+    _fails(["train", "--data", str(data), "--model", str(short_context_dir), "--shots", "10", "--out", str(out_dir),
+            *QUICK], capsys, f"{data}:", "10-shot prompt", "context of 48 positions", "--shots 10")
+    assert time.perf_counter() - start < 30 and not out_dir.exists()
 
 
 def test_encode_prompts_refuses_a_prompt_past_the_limit_and_names_its_line(tmp_path: Path) -> None:
