@@ -29,6 +29,7 @@ each run keeping its own draw, sampler, optimiser, early stopping and retries.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -44,7 +45,7 @@ import torch
 from torch import Tensor
 
 from . import prompt_store
-from .cache import atomic_write_bytes, cache_path, code_version, task_key
+from .cache import atomic_write_bytes, cache_path, code_version, read_cached, task_key
 from .evaluate import EvalSet, evaluate
 from .forward import PromptRunner, Tail, tail_needed
 from .inject import VectorEdit, resolve_positions
@@ -502,8 +503,8 @@ def train_ltv(
     """Train a learned task vector (or one per seed of ``seeds``), or with ``cache=True`` read back the one
     trained earlier with the same configuration, task data and code.
 
-    The one way to train an LTV. ``cache`` is off by default: a call that passes its own ``splits`` cannot be
-    keyed, and a plain call touches no disk; the book's chapters train through
+    The one way to train an LTV. ``cache`` is off by default (a plain call touches no disk); the book's chapters
+    train through
     :func:`ltvlib.study.ltvs.trained_ltv`, which passes ``cache=True``.
 
     Several seeds (``seeds=[...]``) are trained together: with zero-shot prompts and cached prefixes their queries
@@ -517,6 +518,8 @@ def train_ltv(
     :mod:`ltvlib.cache`); the key holds the model name, the task's definition and the bytes of its data files
     (:func:`ltvlib.cache.task_key`), layers, positions, shots, the config, seed, ``n_train``, ``n_val`` and the
     code version, so a task whose data changed, or another task under the same name, is trained afresh.
+    Splits of the caller's own are keyed by their examples instead of ``n_train`` and ``n_val``
+    (:func:`ltv_cache_key`). A damaged file is reported and trained afresh (:func:`ltvlib.cache.read_cached`).
     Nothing is written unless training succeeds; with ``seeds`` only the seeds not cached are trained.
 
     Args:
@@ -529,15 +532,15 @@ def train_ltv(
         seed: seeds the initialisation, the query sampling and the demonstrations.
         seeds: several seeds (distinct, at least one): a list of results in this order (not with ``seed``).
         splits: data splits (default ``load_splits(task, seed=0, n_train=n_train, n_val=n_val)``: the split does
-            not move with ``seed``); not with ``cache=True``.
+            not move with ``seed``).
         n_train, n_val: sizes of the default splits' training and validation parts.
         cache: look the vector up in the on-disk cache, and store it there after training.
         progress: show a progress bar.
 
     Raises:
         ValueError: an unknown recipe, a layer or position out of range, ``seeds`` empty or repeated or given
-            with ``seed``; with ``cache=True``: ``splits`` given, no positions or a position that is not an int
-            (before anything is looked up).
+            with ``seed``; with ``cache=True``: no positions or a position that is not an int (before anything
+            is looked up).
         TrainingDivergedError: the loss became NaN/inf or exceeded ``config.max_loss`` (the seed named).
     """
     if seeds is not None:
@@ -552,18 +555,16 @@ def train_ltv(
         out = _train_runs(lm, task, wanted, layers=layers, positions=positions, shots=shots, recipe=recipe,
                           splits=splits, n_train=n_train, n_val=n_val, progress=progress)
         return out if seeds is not None else out[0]
-    if splits is not None:
-        raise ValueError("train_ltv(cache=True) keys the vector by n_train and n_val: pass those, not splits")
     task = get_task(task)
     config = resolve_recipe(recipe)
     layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
     positions = tuple(positions)
     paths = {s: ltv_cache_path(lm.name, task, layers=layers, positions=positions, shots=shots, recipe=config,
-                               seed=s, n_train=n_train, n_val=n_val) for s in wanted}
-    found = {s: _load_cached(p) for s, p in paths.items()}
+                               seed=s, n_train=n_train, n_val=n_val, splits=splits) for s in wanted}
+    found = {s: read_cached(p, LearnedTaskVector.load) for s, p in paths.items()}
     missing = [s for s in wanted if found[s] is None]
     if missing:
-        splits = load_splits(task, seed=0, n_train=n_train, n_val=n_val)
+        splits = splits or load_splits(task, seed=0, n_train=n_train, n_val=n_val)
         for ltv in _train_runs(lm, task, missing, layers=layers, positions=positions, shots=shots, recipe=config,
                                splits=splits, n_train=n_train, n_val=n_val, progress=progress):
             ltv.save(paths[ltv.seed])
@@ -575,28 +576,37 @@ def train_ltv(
 def ltv_cache_key(
     model: str, task: Task | str, *, layers: Sequence[int], positions: Sequence[int] = (-1,), shots: int = 0,
     recipe: str | TrainConfig = "fast", seed: int = 0, n_train: int = 600, n_val: int = 400,
+    splits: TaskSplits | None = None,
 ) -> dict[str, Any]:
     """The on-disk cache key of an LTV (the one key every cache of LTVs uses): the model's name, the task's
     definition and data (:func:`ltvlib.cache.task_key`), layers, positions, shots, the config, seed and the
-    default splits' sizes. Raises ``ValueError`` for no positions or a position that is not an int."""
+    default splits' sizes, or, for ``splits`` of the caller's own (cleaned data, other sizes), a digest of their
+    training and validation examples (:func:`splits_digest`). Raises ``ValueError`` for no positions or a
+    position that is not an int."""
     positions = tuple(positions)
     if not positions or not all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
         raise ValueError(f"positions must be a non-empty sequence of ints, got {positions!r}")
-    return {
+    key: dict[str, Any] = {
         "model": model, "task": task_key(get_task(task)), "layers": tuple(int(l) for l in layers),
         "positions": positions, "shots": shots, "config": asdict(resolve_recipe(recipe)), "seed": seed,
         "n_train": n_train, "n_val": n_val,
     }
+    if splits is not None:
+        del key["n_train"], key["n_val"]
+        key["splits"] = splits_digest(splits)
+    return key
+
+
+def splits_digest(splits: TaskSplits) -> str:
+    """A digest of the training and validation examples of ``splits``, in order (what training reads of them)."""
+    rows = [[e.input, e.output, list(e.alternatives)] for e in (*splits.train, None, *splits.validation)
+            if e is not None] + [len(splits.train)]
+    return hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode()).hexdigest()
 
 
 def ltv_cache_path(model: str, task: Task | str, **key: Any) -> Path:
     """Where :func:`train_ltv` (``cache=True``) keeps the LTV of :func:`ltv_cache_key`'s arguments."""
     return cache_path("ltv", ltv_cache_key(model, task, **key), ".safetensors")
-
-
-def _load_cached(path: Path) -> LearnedTaskVector | None:
-    """The LTV stored at ``path``, or None when there is none."""
-    return LearnedTaskVector.load(path) if path.exists() else None
 
 
 @dataclass

@@ -18,6 +18,7 @@ from ltvlib.ltv import (
     TrainConfig,
     TrainingDivergedError,
     absolute_recipe,
+    ltv_cache_path,
     step_scales,
     train_ltv,
     validation_metric,
@@ -148,8 +149,23 @@ def test_cache_writes_then_reads(llama, trainings, tmp_path):
     # without the cache: trained afresh on the same default splits (n_train, n_val), the same vector
     plain = train_ltv(llama, "antonym", **CACHED)
     assert trainings == ["antonym", "antonym"] and torch.equal(plain.vectors, first.vectors)
-    with pytest.raises(ValueError, match="pass those, not splits"):
-        train_ltv(llama, "antonym", cache=True, splits=_splits(), progress=False)
+    # splits of the caller's own are keyed by their examples: another entry, read back the same way
+    own = {k: v for k, v in CACHED.items() if k not in ("n_train", "n_val")}
+    train_ltv(llama, "antonym", cache=True, splits=_splits(), **own)
+    train_ltv(llama, "antonym", cache=True, splits=_splits(), **own)
+    assert trainings == ["antonym"] * 3 and len(list(files[0].parent.glob("*.safetensors"))) == 2
+
+
+def test_cached_seeds_train_only_the_missing_ones_and_a_damaged_file_is_retrained(llama, trainings, tmp_path, caplog):
+    first = train_ltv(llama, "antonym", cache=True, seed=1, **CACHED)
+    both = train_ltv(llama, "antonym", cache=True, seeds=[1, 2], **CACHED)
+    assert trainings == ["antonym", "antonym"]  # seed 2 only
+    assert [b.seed for b in both] == [1, 2] and torch.equal(both[0].vectors, first.vectors)
+    path = ltv_cache_path(llama.name, "antonym", layers=[1], seed=2, recipe=CACHED["recipe"], n_train=16, n_val=8)
+    path.write_bytes(path.read_bytes()[:100])
+    again = train_ltv(llama, "antonym", cache=True, seed=2, **CACHED)
+    assert trainings == ["antonym"] * 3 and torch.equal(again.vectors, both[1].vectors)
+    assert "damaged entry" in caplog.text
 
 
 def test_cached_ltv_is_a_deprecated_alias(llama, trainings):
