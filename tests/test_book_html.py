@@ -6,8 +6,10 @@ contents must load, show every figure its notebook holds (``<img>`` decoded: ``n
 no broken internal link (a missing file, or a ``#fragment`` that is no id on its page). At 1280 px, once
 MathJax (served from the site itself: no network) has typeset the page, no page may show raw math
 (``$...$``, ``\\(...\\)``), a stderr block, content wider than the article column, or a figure without a caption
-(``figure > figcaption``) or drawn less than 600 px wide; the landing page shows one verdict badge per recorded
-claim. Each of these checks is a function of a page's state, applied to every
+(``figure > figcaption``) or drawn less than 600 px wide, a table wider than its container outside a scroll
+container, a table cell truncated to "..." (or cut off with an ellipsis), or a console error; the landing page shows
+one verdict badge per recorded claim, and at 1440x900 its verdict grid starts within the first screen and is at most
+1,200 px tall; every bibliography entry is cited. Each of these checks is a function of a page's state, applied to every
 page and, in ``test_checks_catch_*``, to a small synthetic book built to break it. A screenshot of every page
 goes to ``<html>/../screenshots/`` (a build artefact, never the repository).
 
@@ -75,6 +77,8 @@ def driver() -> Iterator[object]:
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 f"--window-size={WIDTH},2000", "--allow-file-access-from-files"):
         opts.add_argument(arg)
+    # the browser's console (errors included), read by layout_state
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     drv = webdriver.Chrome(service=Service(chromedriver), options=opts)
     drv.set_page_load_timeout(60)
     try:
@@ -192,9 +196,41 @@ Promise.race([typeset, new Promise(r => setTimeout(r, 20000))]).then(() => {
   // checked (a pandas table's shape is the chapter's, fixed when it is re-executed; counted in `scrolling`).
   const scrolling = Array.from(article.querySelectorAll('table.dataframe'))
     .filter(t => t.getBoundingClientRect().right > right + 1).length;
+  // the nearest ancestor (inside the article) that scrolls horizontally: what is inside it is not checked against
+  // the column (the box itself is)
+  const scroller = el => {
+    for (let p = el.parentElement; p && p !== article; p = p.parentElement) {
+      const o = getComputedStyle(p).overflowX;
+      if (o === 'auto' || o === 'scroll') return p;
+    }
+    return null;
+  };
+  // tables wider than their container with nothing to scroll them in
+  const unboxed = Array.from(article.querySelectorAll('table')).filter(t => {
+    const box = t.parentElement;
+    return box && t.getBoundingClientRect().width > box.clientWidth + 1 && !scroller(t);
+  }).map(t => `table (${Math.round(t.getBoundingClientRect().width)} px in a `
+              + `${Math.round(t.parentElement.clientWidth)} px container)`);
+  // a cell whose text is cut: pandas' "..." placeholders, or CSS text-overflow hiding the end
+  const truncated = Array.from(article.querySelectorAll('td, th')).filter(c => {
+    const text = c.textContent.trim();
+    if (text === '...' || text === '…' || text === '⋮' || text === '⋯' || /(\.\.\.|…)$/.test(text)) return true;
+    const cs = getComputedStyle(c);
+    return cs.textOverflow === 'ellipsis' && c.scrollWidth > c.clientWidth + 1;
+  }).map(c => c.textContent.trim().slice(0, 60));
+  // the words of the page's prose, the text its code prints as Markdown included: not code, tables or math
+  let words = 0;
+  const prose = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let n = prose.nextNode(); n; n = prose.nextNode()) {
+    const el = n.parentElement;
+    if (!el || el.closest('.cell_input, table, pre, code, script, style, mjx-container, .headerlink')) continue;
+    if (!shown(el)) continue;  // folded away (a closed dropdown)
+    words += n.textContent.split(/\s+/).filter(w => /\w/.test(w)).length;
+  }
   const over = new Set(Array.from(article.querySelectorAll('*')).filter(el => {
     if (el.parentElement && el.parentElement.closest('pre')) return false;
     if (el.closest('table.dataframe')) return false;
+    if (scroller(el)) return false;  // inside a scrolling box: the box is checked
     if (el.closest('mjx-assistive-mml')) return false;  // MathJax's screen-reader copy, clipped to nothing
     const r = el.getBoundingClientRect();
     return r.width > 0 && r.height > 0 && r.right > right + 1;
@@ -210,6 +246,9 @@ Promise.race([typeset, new Promise(r => setTimeout(r, 20000))]).then(() => {
     stderr: stderr,
     wide: wide,
     scrolling: scrolling,
+    unboxed: unboxed,
+    truncated: truncated,
+    words: words,
     badges: document.querySelectorAll('.ltv-badge').length,
     // every image a notebook output or a figure shows: its caption (the enclosing figure's figcaption) and the
     // width it is drawn at
@@ -240,6 +279,21 @@ def overflow_problems(doc: str, state: dict) -> list[str]:
     return [f"{doc}: wider than the {state['article_width']} px column: {w}" for w in state["wide"]]
 
 
+def table_box_problems(doc: str, state: dict) -> list[str]:
+    """A table wider than its container that no scroll container holds: it is cut off or pushes the page wide."""
+    return [f"{doc}: {t} outside a scroll container" for t in state["unboxed"]]
+
+
+def truncation_problems(doc: str, state: dict) -> list[str]:
+    """A table cell whose text is cut ("..." placeholders of a truncated pandas table, or an ellipsis)."""
+    return [f"{doc}: a truncated table cell: {text!r}" for text in state["truncated"]]
+
+
+def console_problems(doc: str, state: dict) -> list[str]:
+    """Errors the page logged to the browser's console (a script error, a failed resource)."""
+    return [f"{doc}: console error: {message}" for message in state["console"]]
+
+
 def badge_problems(doc: str, state: dict, expected: int) -> list[str]:
     """The landing page must show exactly one verdict badge per recorded claim."""
     if state["badges"] != expected:
@@ -263,19 +317,22 @@ def figure_problems(doc: str, state: dict) -> list[str]:
     return out
 
 
-PAGE_CHECKS = (raw_math_problems, stderr_problems, overflow_problems, figure_problems)
+PAGE_CHECKS = (raw_math_problems, stderr_problems, overflow_problems, figure_problems, table_box_problems,
+               truncation_problems, console_problems)
 
 
 def layout_state(driver: object, path: Path, screenshot: Path | None = None) -> dict:
     """Open ``path`` at :data:`WIDTH` px, wait for it and its math, and return :data:`LAYOUT_STATE`'s report;
     with ``screenshot``, also save the whole page (up to 12,000 px tall) there as a PNG."""
     driver.set_window_size(WIDTH, 2000)  # type: ignore[attr-defined]
+    driver.get_log("browser")  # type: ignore[attr-defined]  # empties the log: what follows is this page's
     driver.get(path.as_uri())  # type: ignore[attr-defined]
     deadline = time.time() + 20
     while driver.execute_script("return document.readyState") != "complete" and time.time() < deadline:  # type: ignore[attr-defined]
         time.sleep(0.2)
     driver.set_script_timeout(60)  # type: ignore[attr-defined]
     state = driver.execute_async_script(LAYOUT_STATE)  # type: ignore[attr-defined]
+    state["console"] = [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]  # type: ignore[attr-defined]
     if screenshot is not None:
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         driver.set_window_size(WIDTH, min(max(int(state["height"]), 800), 12000))  # type: ignore[attr-defined]
@@ -302,6 +359,8 @@ def test_pages_are_clean_and_fit_the_column(built: tuple[Path, Path], driver: ob
             print(f"{doc}: {state['scrolling']} pandas table(s) wider than the column, scrolling in their box")
         chapter = chapters.get(doc)
         for check in PAGE_CHECKS:
+            if check is truncation_problems:
+                continue  # test_no_table_cell_is_truncated (expected to fail until the chapters are re-executed)
             if check is figure_problems and chapter is not None and not book.outputs_current(root, chapter):
                 # a stale chapter's figures predate the captioned-figure convention of its current source;
                 # the next `bash scripts/book.sh` re-executes it (tests/test_book_quality.py checks the source)
@@ -327,6 +386,125 @@ def test_landing_page_shows_one_badge_per_claim(built: tuple[Path, Path], driver
     assert not problems, "\n".join(problems)
 
 
+SCREEN = (1440, 900)  # px: the first screen a reader sees of the landing page
+MAX_GRID_HEIGHT = 1200  # px: the whole verdict grid at SCREEN's width
+
+GRID_STATE = """
+const grid = document.querySelector('.ltv-verdict-grid table');
+const answer = document.querySelector('.ltv-verdict-grid p');
+const top = el => el ? el.getBoundingClientRect().top + window.scrollY : null;
+return {grid_top: top(grid), grid_height: grid ? grid.getBoundingClientRect().height : null,
+        answer_top: top(answer), rows: grid ? grid.querySelectorAll('tbody tr').length : 0,
+        inner: [window.innerWidth, window.innerHeight]};
+"""
+
+
+def grid_problems(doc: str, state: dict, expected_rows: int) -> list[str]:
+    """At :data:`SCREEN`, the landing page's answer and verdict grid start within the first screen, the grid has one
+    line per recorded claim and is at most :data:`MAX_GRID_HEIGHT` px tall."""
+    if state["grid_top"] is None:
+        return [f"{doc}: no verdict grid (.ltv-verdict-grid table)"]
+    out = []
+    height = SCREEN[1]
+    if state["answer_top"] is None or state["answer_top"] >= height:
+        out.append(f"{doc}: the one-line answer starts at y={state['answer_top']}, below the first {height} px")
+    if state["grid_top"] >= height - 40:  # at least the grid's header row shows
+        out.append(f"{doc}: the verdict grid starts at y={state['grid_top']:.0f}, below the first {height} px")
+    if state["grid_height"] > MAX_GRID_HEIGHT:
+        out.append(f"{doc}: the verdict grid is {state['grid_height']:.0f} px tall (> {MAX_GRID_HEIGHT})")
+    if state["rows"] != expected_rows:
+        out.append(f"{doc}: {state['rows']} lines in the verdict grid, {expected_rows} claims recorded")
+    return out
+
+
+def grid_state(driver: object, path: Path) -> dict:
+    """:data:`GRID_STATE` of ``path`` in a viewport of exactly :data:`SCREEN`."""
+    w, h = SCREEN
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # type: ignore[attr-defined]
+                           {"width": w, "height": h, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        driver.get(path.as_uri())  # type: ignore[attr-defined]
+        deadline = time.time() + 20
+        while driver.execute_script("return document.readyState") != "complete" and time.time() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.2)
+        state = driver.execute_script(GRID_STATE)  # type: ignore[attr-defined]
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})  # type: ignore[attr-defined]
+    assert state["inner"] == [w, h], f"the viewport is {state['inner']}, not {SCREEN}"
+    return state
+
+
+def test_landing_page_shows_the_verdicts_in_the_first_screen(built: tuple[Path, Path], driver: object) -> None:
+    from ltvlib.book.scorecard import load_sheets
+
+    root, html = built
+    landing = book.toc_pages(root)[0]
+    expected = sum(len(s.claims) for s in load_sheets(root))
+    state = grid_state(driver, (html / f"{landing}.html").resolve())
+    print(f"{landing}: verdict grid at y={state['grid_top']:.0f} px, {state['grid_height']:.0f} px tall, "
+          f"{state['rows']} lines, at {SCREEN[0]}x{SCREEN[1]}")
+    problems = grid_problems(landing, state, expected)
+    assert not problems, "\n".join(problems)
+
+
+def test_scorecard_offers_the_claims_for_download(built: tuple[Path, Path]) -> None:
+    """The scorecard links the claims as CSV and JSON, and the build wrote both (every claim in each)."""
+    import csv
+
+    from ltvlib.book.scorecard import DOWNLOADS, load_sheets
+
+    root, html = built
+    n = sum(len(s.claims) for s in load_sheets(root))
+    page = (html / "chapters" / "scorecard.html").read_text(encoding="utf-8")
+    for rel in DOWNLOADS.values():
+        assert f'href="../{rel}"' in page, f"the scorecard does not link {rel}"
+        assert (html / rel).is_file(), f"{rel} missing from the HTML"
+    assert len(list(csv.DictReader((html / DOWNLOADS["csv"]).open(encoding="utf-8")))) == n
+    doc = json.loads((html / DOWNLOADS["json"]).read_text(encoding="utf-8"))
+    assert sum(len(s["claims"]) for s in doc["sheets"]) == n
+
+
+def test_every_bibliography_entry_is_cited_in_the_html(built: tuple[Path, Path]) -> None:
+    """The References page lists each entry of references.bib, and some page links to each of them."""
+    root, html = built
+    keys = re.findall(r"^@\w+\{([^,\s]+),", (root / "references.bib").read_text(encoding="utf-8"), re.MULTILINE)
+    refs = (html / "references.html").read_text(encoding="utf-8")
+    ids = re.findall(r'<div class="citation" id="([^"]+)"', refs)
+    assert len(ids) == len(keys), f"{len(ids)} entries on the References page, {len(keys)} in references.bib"
+    linked: set[str] = set()
+    for page in html.rglob("*.html"):
+        linked |= set(re.findall(r'href="[^"]*references\.html#([^"]+)"', page.read_text(encoding="utf-8")))
+    linked |= set(re.findall(r'href="#([^"]+)"', refs))
+    assert not set(ids) - linked, f"entries no page cites: {sorted(set(ids) - linked)}"
+
+
+@pytest.mark.xfail(strict=False, reason="chapters not yet rewritten: their pandas tables were executed with pandas' "
+                   "default 50-character column width, which cuts long cells to '...'")
+def test_no_table_cell_is_truncated(built: tuple[Path, Path], driver: object) -> None:
+    root, html = built
+    problems = []
+    for doc in book.toc_pages(root):
+        problems += truncation_problems(doc, layout_state(driver, (html / f"{doc}.html").resolve()))
+    assert not problems, "\n".join(problems)
+
+
+MAX_CHAPTER_WORDS = 2500
+
+
+@pytest.mark.xfail(strict=False, reason="chapters not yet rewritten")
+def test_chapters_are_at_most_2500_words_of_prose(built: tuple[Path, Path], driver: object) -> None:
+    root, html = built
+    long = []
+    for chapter in book.read_chapters(root):
+        if book.runs_last(chapter):
+            continue  # the scorecard: generated from the claims, not written
+        state = layout_state(driver, (html / f"{chapter.docname}.html").resolve())
+        print(f"{chapter.name}: {state['words']} words of prose")
+        if state["words"] > MAX_CHAPTER_WORDS:
+            long.append(f"{chapter.name}: {state['words']} words")
+    assert not long, f"chapters over {MAX_CHAPTER_WORDS} words of prose: {long}"
+
+
 # ------------------------------------------------------------------- the checks fail when they should
 
 BROKEN_PAGES = {
@@ -334,6 +512,12 @@ BROKEN_PAGES = {
     "good.md": "# Good\n\nA formula, $\\cos(\\theta, Q\\theta)$, and a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
     "rawmath.md": "# Raw math\n\nThis dollar pair escaped MathJax: \\$x + y\\$.\n",
     "wide.md": "# Wide\n\n<div style=\"width: 2400px; height: 20px; background: #ccc\">wide</div>\n",
+    # a table wider than its 200 px box, which does not scroll (narrower than the column)
+    "unboxed.md": "# Unboxed\n\n<div style=\"width: 200px; overflow: visible\"><table><tr>"
+                  "<td style=\"white-space: nowrap\">a cell far wider than the two hundred pixels of its box</td>"
+                  "</tr></table></div>\n",
+    "truncated.md": "# Truncated\n\n| a | b |\n|---|---|\n| 1 | ... |\n",
+    "console.md": "# Console\n\n<script>console.error('broken on purpose');</script>\n",
 }
 
 
@@ -440,6 +624,9 @@ def test_checks_pass_a_clean_page(broken_book: Path, driver: object) -> None:
         ("rawmath", "raw_math_problems"),
         ("stderr", "stderr_problems"),
         ("wide", "overflow_problems"),
+        ("unboxed", "table_box_problems"),
+        ("truncated", "truncation_problems"),
+        ("console", "console_problems"),
         ("intro", "badge_problems"),
         ("nocaption", "figure_problems"),
         ("smallfig", "figure_problems"),
