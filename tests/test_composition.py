@@ -145,7 +145,7 @@ def test_composition_result_end_to_end_and_cached(llama, cache):
     assert set(r["cosine"]) == {"vectors", "vector minus start"}
     assert set(r["cosine"]["vectors"]) == {"composed, EN->FR + M->F", "composed, EN->FR", "composed, M->F", "EN->FR, M->F"}
     assert comp.composition_result(llama, run, sizes, seed=0) == r
-    assert len(list((cache / "vectors" / "ltv-composition").glob("*.safetensors"))) == 3
+    assert len(list((cache / "vectors" / "ltv").glob("*.safetensors"))) == 3
     again = comp.composition_ltv(llama, comp.EN_FR, run, comp.composition_data(run), seed=0)
     assert again.steps > 0
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from ..analysis.controls import random_like
-from ..cache import cache_path, cached_json, dependency_hash
+from ..cache import cached_json, dependency_hash
 from ..forward import PromptRunner
 from ..inject import VectorEdit
 from ..ltv import LearnedTaskVector, train_ltv
@@ -183,24 +183,13 @@ def check_no_leak(data: CompositionData, demo_pool: Sequence[Example] = ()) -> N
 def composition_ltv(
     lm: LoadedModel, task: str, run_sizes: RunSizes, data: CompositionData, *, seed: int = 0, progress: bool = False
 ) -> LearnedTaskVector:
-    """The middle-layer, last-position LTV of ``task`` trained on the cleaned splits (cached).
-
-    Vectors live in ``<cache>/vectors/ltv-composition/<key>.safetensors``; the key holds the model, task,
-    site, recipe, seed, the cleaned data's fingerprint and the source of this module.
-    """
+    """The middle-layer, last-position LTV of ``task`` trained on the cleaned splits (cached by
+    ``train_ltv(cache=True)``, keyed by the cleaned splits' examples: :func:`ltvlib.ltv.ltv_cache_key`)."""
     if task not in TASKS:
         raise ValueError(f"unknown composition task {task!r}; allowed: {', '.join(TASKS)}")
     check_no_leak(data)
-    layer = lm.middle_layer
-    key = {"model": lm.name, "task": task, "layers": [layer], "positions": [-1], "config": asdict(run_sizes.recipe),
-           "seed": seed, "data": data.fingerprint(task), "source": dependency_hash(__name__)}
-    path = cache_path("ltv-composition", key, ".safetensors")
-    if path.exists():
-        return LearnedTaskVector.load(path)
-    ltv = train_ltv(lm, task, layers=[layer], recipe=run_sizes.recipe, seed=seed, splits=data.splits[task],
-                    progress=progress)
-    ltv.save(path)
-    return ltv
+    return train_ltv(lm, task, layers=[lm.middle_layer], recipe=run_sizes.recipe, seed=seed,
+                     splits=data.splits[task], cache=True, progress=progress)
 
 
 def combine(ltvs: Sequence[LearnedTaskVector], scales: Sequence[float]) -> list[VectorEdit]:

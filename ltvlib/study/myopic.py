@@ -498,21 +498,11 @@ def direction_ltv(
     """The LTV toward ``direction``: one vector *added* to the residual stream *entering* the middle block at
     the last prompt position (shape ``(1, d_model)``), trained with ``run_sizes.recipe`` on zero-shot prompts
     (:func:`ltvlib.ltv.train_ltv`, as :func:`ltvlib.study.ltvs.trained_ltv` does) on :func:`ltv_splits`.
-    Cached in ``vectors/myopic_ltv``.
+    Cached by ``train_ltv(cache=True)``, keyed by those splits' examples (:func:`ltvlib.ltv.ltv_cache_key`).
     """
     dtask = direction_task(sizes.task, direction)
-    splits = ltv_splits(direction, run_sizes, sizes)
-    recipe = ltv_recipe(run_sizes, sizes)
-    key = {"model": lm.name, "task": task_key(dtask), "layers": [lm.middle_layer], "positions": [-1], "shots": 0,
-           "config": asdict(recipe), "seed": seed, "n_train": len(splits.train),
-           "n_val": len(splits.validation), "validation": "letter-balanced", "source": dependency_hash(__name__)}
-    path = cache_path("myopic_ltv", key, ".safetensors")
-    if path.exists():
-        return LearnedTaskVector.load(path)
-    ltv = train_ltv(lm, dtask, layers=[lm.middle_layer], recipe=recipe, seed=seed, splits=splits,
-                    progress=progress)
-    ltv.save(path)
-    return ltv
+    return train_ltv(lm, dtask, layers=[lm.middle_layer], recipe=ltv_recipe(run_sizes, sizes), seed=seed,
+                     splits=ltv_splits(direction, run_sizes, sizes), cache=True, progress=progress)
 
 
 def method_names(sizes: MyopicSizes) -> list[str]:

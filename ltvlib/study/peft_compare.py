@@ -20,7 +20,7 @@ from ..analysis.peft_compare import (
     prepare,
     train_and_measure,
 )
-from ..cache import cache_path, cached_json, dependency_hash, task_key
+from ..cache import cached_json, dependency_hash, task_key
 from ..evaluate import EvalSet, evaluate
 from ..ltv import LearnedTaskVector, train_ltv
 from ..tasks import get_task
@@ -69,7 +69,8 @@ def library_ltv(
 
     Uses ``ltvlib.study.ltvs.trained_ltv`` when the comparison's sizes and schedule are ``run_sizes``' (then
     it is the very vector other chapters use); otherwise ``train_ltv`` directly with the comparison's splits
-    and schedule (cached here). Returns the vector and which of the two it came from.
+    and schedule (cached by ``train_ltv(cache=True)``, keyed by those splits). Returns the vector and which of
+    the two it came from.
     ``train_ltv`` stops by the schedule's own rule (:meth:`StoppingRule.from_config`); under another
     ``sizes.rule`` the race's LTV is the ``"ltv"`` method of :func:`train_and_measure`, not this vector.
     """
@@ -78,14 +79,8 @@ def library_ltv(
         from .ltvs import trained_ltv
 
         return trained_ltv(lm, task, run_sizes, layers=[lm.middle_layer], seed=seed), "trained_ltv"
-    key = {"model": lm.name, "task": task_key(task), "sizes": asdict(sizes), "seed": seed, "layer": lm.middle_layer,
-           "source": dependency_hash(__name__)}
-    path = cache_path("peft-compare/ltv", key, ".safetensors")
-    if path.exists():
-        return LearnedTaskVector.load(path), "train_ltv"
     ltv = train_ltv(lm, task, layers=[lm.middle_layer], recipe=sizes.schedule, seed=seed,
-                    splits=compare_splits(task, sizes), progress=False)
-    ltv.save(path)  # atomic
+                    splits=compare_splits(task, sizes), cache=True, progress=False)
     return ltv, "train_ltv"
 
 
