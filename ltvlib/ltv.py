@@ -448,7 +448,7 @@ def _validation_set(
                                   lambda es: sum(runner.prefill() for _, runner in es.groups))
 
 
-class _BatchSampler:
+class BatchSampler:
     """Batches of training queries: each batch comes from one demonstration block (chosen at random), its
     queries drawn by shuffled passes over that block's queries, so a small split (Capital has 98 queries)
     still yields any number of samples and no query repeats within a pass."""
@@ -616,7 +616,7 @@ class _Run:
     seed: int
     data: _TrainingPrompts
     val_set: EvalSet
-    sampler: _BatchSampler
+    sampler: BatchSampler
     params: list[Tensor]
     opt: torch.optim.Optimizer
     sched: torch.optim.lr_scheduler.LambdaLR
@@ -741,7 +741,7 @@ def _attempt(
         opt = torch.optim.AdamW([{"params": [p], "lr": lr * s} for p, s in zip(params, lr_scales)],
                                 lr=lr, weight_decay=config.weight_decay)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / max(total, 1)))
-        runs.append(_Run(seed, data, val_set, _BatchSampler(data.groups, rng), params, opt, sched,
+        runs.append(_Run(seed, data, val_set, BatchSampler(data.groups, rng), params, opt, sched,
                          tuple(lr * s for s in lr_scales)))
 
     def validate(run: _Run, epoch: int) -> float:

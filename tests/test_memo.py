@@ -177,7 +177,7 @@ def test_the_test_set_memos_share_one_budget(monkeypatch) -> None:
     monkeypatch.setattr(extracted, "task_splits", lambda task, sizes: SimpleNamespace(test=(task,)))
     monkeypatch.setattr(extracted, "vanilla_task", lambda task, template: task)
     splits = SimpleNamespace(test=("q",), train=())
-    ltv_set = ltvs._test_set(module, "antonym", splits, 0, 0, None, 1)
+    ltv_set = ltvs.ltv_test_set(module, "antonym", splits, 0, 0, None, 1)
     assert extracted._test_evalset(module, "antonym", None, "task") is not ltv_set
     assert not memo.entries(module, "ltvs.test_sets")  # 120 > 100: the older, the LTVs' set, went
     assert len(memo.entries(module, "extracted.evalsets")) == 1

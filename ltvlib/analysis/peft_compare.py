@@ -231,9 +231,9 @@ def batch_schedule(n_train: int, config: TrainConfig, seed: int) -> list[list[li
         its demonstration block (a single one for zero-shot prompts), which advances the generator.
         ``tests/test_peft_compare.py`` checks this against ``train_ltv``.
     """
-    from ..ltv import _BatchSampler  # the very sampler train_ltv uses, so the two cannot drift apart
+    from ..ltv import BatchSampler  # the very sampler train_ltv uses, so the two cannot drift apart
 
-    sampler = _BatchSampler([list(range(n_train))], random.Random(seed))
+    sampler = BatchSampler([list(range(n_train))], random.Random(seed))
     steps = math.ceil(config.samples_per_epoch / config.batch_size)
     epochs = []
     for _ in range(config.epochs):

@@ -314,7 +314,7 @@ def correct_at(lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, s
     from ..baselines.vanilla_tv import layer_accuracies
     from ..forward import tail_needed
     from .extracted import _test_evalset, cached_function_vector, cached_vanilla_tv
-    from .ltvs import _test_set
+    from .ltvs import ltv_test_set
 
     splits = task_splits(task, run_sizes)
     ltv = trained_ltv(lm, task, run_sizes, layers=[layer], seed=seed)
@@ -325,7 +325,7 @@ def correct_at(lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, s
            "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
-        es_ltv = _test_set(lm, task, splits, 0, seed, None, tail_needed(ltv.positions))
+        es_ltv = ltv_test_set(lm, task, splits, 0, seed, None, tail_needed(ltv.positions))
         out: dict[str, Any] = {"ltv": evaluate(es_ltv, ltv.edits()).correct, "n": len(splits.test)}
         es = _test_evalset(lm, task, run_sizes, "task")
         out["zero-shot"] = evaluate(es).correct

@@ -125,9 +125,10 @@ def trained_ltvs(
 # three test sets (with their cached prompt prefixes), dropping the oldest while they hold more than
 # :data:`~ltvlib.evaluate.MEMO_EVALSET_BYTES` together with the extracted vectors' test sets (one budget,
 # :data:`~ltvlib.evaluate.EVALSET_BUDGET`).
-def _test_set(
+def ltv_test_set(
     lm: LoadedModel, task: str, splits: TaskSplits, shots: int, seed: int, demo_sets: int | None, tail: Tail
 ) -> EvalSet:
+    """The memoised test set an LTV of ``task`` is scored on (zero-shot or ``shots``-shot prompts)."""
     return memo(lm, "ltvs.test_sets", (task, splits.test, shots, seed, demo_sets, tail),
                 lambda: EvalSet(lm, get_task(task), splits.test, shots=shots, demo_pool=splits.train, seed=seed,
                                 demo_sets=demo_sets, tail=tail, cache_rows=demo_sets is None), keep=3,
@@ -146,7 +147,7 @@ def ltv_accuracy(
     def compute() -> dict[str, Any]:
         from ..forward import tail_needed
 
-        es = _test_set(lm, ltv.task, splits, shots, seed, run_sizes.icl_demo_sets if shots else None,
+        es = ltv_test_set(lm, ltv.task, splits, shots, seed, run_sizes.icl_demo_sets if shots else None,
                        tail_needed(ltv.positions))
         r = evaluate(es, ltv.edits())
         return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n, "correct": list(r.correct),
