@@ -544,6 +544,24 @@ def test_trainer_code_change_changes_the_ltv_key(package_copy: Path, parse_once:
     assert cache.cache_path("ltv", key, ".safetensors") != before
 
 
+def test_a_study_edit_restamps_only_the_chapters_that_import_it(package_copy: Path, parse_once: None) -> None:
+    stamps = _chapter_stamps()
+    closures = {name: set(cache.import_closure(scripts=(ROOT / "chapters" / f"{name}.py",))) for name in stamps}
+    for module in ("study/myopic.py", "study/composition.py", "study/across_models.py", "study/flexibility.py"):
+        _touch_source(package_copy, module)
+        changed = _chapter_stamps()
+        restamped = {name for name in stamps if changed[name] != stamps[name]}
+        assert restamped == {name for name, closure in closures.items() if module in closure}, module
+        stamps = changed
+    # each of these studies is imported by its own chapter only (the plans take their sizes from a leaf module)
+    owners = {module: {n for n, c in closures.items() if module in c}
+              for module in ("study/myopic.py", "study/composition.py", "study/across_models.py", "study/flexibility.py",
+                             "analysis/peft_compare.py")}
+    assert owners == {"study/myopic.py": {"07_myopic"}, "study/composition.py": {"06_generalization_composition"},
+                      "study/across_models.py": {"08_across_models"}, "study/flexibility.py": {"02_flexibility"},
+                      "analysis/peft_compare.py": {"03_peft"}}
+
+
 # ---------------------------------------------------------------------------------- damaged entries
 
 

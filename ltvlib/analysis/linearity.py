@@ -54,6 +54,7 @@ from ..kv_cache import KVPrefix, compute_prefix, forward_from_layer, forward_tok
 from ..prompts import answer_ids, encode_prompts, pad_left
 from ..sites import check_layer, final_norm, norm_gain, unembedding
 from ..tasks import Example, Task, get_task
+from .configs import LinearityConfig
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
@@ -324,41 +325,6 @@ class ShiftProbe:
 
 # ---------------------------------------------------------------------------------------------------------
 # The fit, its checks, and the polar decomposition
-
-
-@dataclass(frozen=True)
-class LinearityConfig:
-    """How the linear map is fitted and checked. The paper does not state its noise law or lambdas; these
-    are ours.
-
-    Attributes:
-        n_queries: training-split queries the shifts are measured on.
-        fit_factor: fitting pairs per dimension: ``ceil(fit_factor * d)`` (at least ``d``).
-        n_heldout: held-out pairs (fresh perturbations, same law) for the ``R^2``.
-        lambdas: perturbation sizes relative to ``|theta|`` (``x = theta + lambda * eps``, ``E|eps| ~ |theta|``),
-            cycled over the pairs. Small enough that the response stays close to its first order (on
-            SmolLM2 the second-order part of ``shift(theta +- lambda eps)`` is about 11 % at 0.2, 55 % at 1).
-        ridge: relative ridge, ``ridge * trace(X^T X) / d`` added to ``X^T X`` (chosen on held-out ``R^2`` of
-            one SmolLM2 layer among 1e-6, 1e-2, 1e-1).
-        scales: ``a`` for the homogeneity check (shift of ``a * theta`` against ``a``).
-        seed: seeds the perturbations and the additivity partner.
-    """
-
-    n_queries: int = 32
-    fit_factor: float = 2.0
-    n_heldout: int = 256
-    lambdas: tuple[float, ...] = (0.1, 0.2, 0.3)
-    ridge: float = 1e-2
-    scales: tuple[float, ...] = (-1.0, 0.5, 1.0, 2.0, 4.0)
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.fit_factor < 1:
-            raise ValueError(f"fit_factor {self.fit_factor} < 1: W needs at least d perturbations")
-        if not self.lambdas or any(x < 0 for x in self.lambdas):
-            raise ValueError(f"lambdas must be non-empty and non-negative, got {self.lambdas}")
-        if self.n_queries < 1 or self.n_heldout < 2:
-            raise ValueError(f"need n_queries >= 1 and n_heldout >= 2, got {self.n_queries}, {self.n_heldout}")
 
 
 @dataclass

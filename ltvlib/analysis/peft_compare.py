@@ -79,6 +79,7 @@ from ..ltv_record import LTVRecord
 from ..prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, pad_right, positions_from_mask
 from ..sites import check_layer
 from ..tasks import Task, TaskSplits, load_splits
+from .configs import CompareSizes, StoppingRule
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
@@ -240,54 +241,6 @@ def batch_schedule(n_train: int, config: TrainConfig, seed: int) -> list[list[li
         sizes = [min(config.batch_size, config.samples_per_epoch - b * config.batch_size) for b in range(steps)]
         epochs.append([sampler.batch(size)[1] for size in sizes])
     return epochs
-
-
-@dataclass(frozen=True)
-class StoppingRule:
-    """One early-stopping rule shared by every method of a comparison.
-
-    Attributes:
-        val_every: samples between validations (a validation also closes the budget).
-        patience: stop after this many validations without a better score.
-        metric: ``"auto"`` (balanced accuracy for classification tasks, accuracy otherwise), ``"accuracy"``
-            or ``"balanced_accuracy"`` (:func:`ltvlib.evaluate.balanced_accuracy`).
-        after_gain: count patience only once the score has beaten the starting parameters' score.
-    """
-
-    val_every: int
-    patience: int
-    metric: str = "auto"
-    after_gain: bool = False
-
-    def __post_init__(self) -> None:
-        from ..ltv import EARLY_STOPPING
-
-        if self.val_every < 1 or self.patience < 1:
-            raise ValueError(f"val_every and patience must be >= 1, got {self.val_every} and {self.patience}")
-        if self.metric not in EARLY_STOPPING:
-            raise ValueError(f"unknown metric {self.metric!r}; allowed: {', '.join(EARLY_STOPPING)}")
-
-    @classmethod
-    def from_config(cls, config: TrainConfig) -> StoppingRule:
-        """The rule ``train_ltv`` applies with ``config``: a validation per epoch, its patience and score."""
-        return cls(config.samples_per_epoch, config.patience, config.early_stopping, config.patience_after_gain)
-
-    def metric_for(self, task: Task) -> str:
-        if self.metric != "auto":
-            return self.metric
-        return "balanced_accuracy" if task.kind == "classification" else "accuracy"
-
-    def checkpoints(self, batches: Sequence[Sequence[int]]) -> list[int]:
-        """Indices of the batches after which validation runs: the first batch that brings the samples seen
-        to a multiple of ``val_every`` or past it, and the last batch."""
-        out, seen, due = [], 0, self.val_every
-        for b, batch in enumerate(batches):
-            seen += len(batch)
-            if seen >= due or b == len(batches) - 1:
-                out.append(b)
-                while due <= seen:
-                    due += self.val_every
-        return out
 
 
 class EarlyStopping:
@@ -749,34 +702,6 @@ def _method_from_dict(d: dict[str, Any]) -> Method:
 
 
 # ------------------------------------------------------------------------------------------ comparison
-
-
-@dataclass(frozen=True)
-class CompareSizes:
-    """Data sizes and training schedule of a comparison.
-
-    Attributes:
-        n_train: training queries (``load_splits``); n_val: validation queries used (the first of the split's
-            400); n_test: test queries (None = all).
-        schedule: batch size, epochs, samples per epoch, patience, weight decay and LTV initialisation;
-            its ``lr`` is the LTV's (every method has its own, see :class:`Method`).
-        eval_batch: prompts per inference batch.
-        memory: measure peak memory.
-        rule: the early-stopping rule every method shares (None: the schedule's own,
-            :meth:`StoppingRule.from_config`, which is also the rule
-            :func:`ltvlib.study.peft_compare.library_ltv`'s ``train_ltv`` applies).
-    """
-
-    n_train: int
-    n_val: int
-    n_test: int | None
-    schedule: TrainConfig
-    eval_batch: int = 64
-    memory: bool = True
-    rule: StoppingRule | None = None
-
-    def stopping_rule(self) -> StoppingRule:
-        return self.rule or StoppingRule.from_config(self.schedule)
 
 
 def compare_splits(task: str, sizes: CompareSizes) -> TaskSplits:

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -70,6 +70,7 @@ from .extracted import extracted_curve
 from .key_heads import key_head_experiment
 from .linearity import cached_linearity
 from .ltvs import RunSizes, icl_accuracy, ltv_accuracy, sweep_with_middle, task_splits, trained_ltv
+from .sizes import AcrossModelsSizes
 
 if TYPE_CHECKING:
     from ..baselines.vanilla_tv import Form
@@ -79,34 +80,6 @@ EXTRACTED = ("vanilla_tv", "vanilla_tv_difference", "function_vector")
 """The extracted-vector methods of chapter 01, in its column order."""
 
 _WINDOW_ERROR = "sliding attention window"  # ltvlib.kv_cache's message for prompts longer than the window
-
-
-@dataclass(frozen=True)
-class AcrossModelsSizes:
-    """What chapter 08 covers in one run (a table of :mod:`ltvlib.study.plans`).
-
-    Attributes:
-        tasks: tasks of the middle-layer table (None = all of the run's tasks).
-        sweep_tasks: tasks whose LTV is trained at several layers (:func:`ltvlib.study.plans.sweep_ltv_layers`);
-            None = every table task.
-        key_head_tasks: tasks of the key-head ablation (None = every table task).
-        n_key_queries: validation queries for saliency, mean head outputs and attention (chapter 04's).
-        n_random: random head sets drawn for the control.
-        linearity_tasks: tasks of the linear reconstruction (None = every table task).
-        linearity_fractions: depths (fractions of ``L``) whose nearest candidate layers the reconstruction
-            uses (:func:`ltvlib.study.plans.linearity_layers`); the LTV layer sweep uses the same layers outside
-            ``paper``.
-        n_check: SST-2 prompts of :func:`check_code_paths` (about 6 s of one CPU thread per 3 prompts).
-    """
-
-    tasks: tuple[str, ...] | None
-    sweep_tasks: tuple[str, ...] | None
-    key_head_tasks: tuple[str, ...] | None
-    n_key_queries: int
-    n_random: int
-    linearity_tasks: tuple[str, ...] | None
-    linearity_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
-    n_check: int = 6
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from ..prompts import answer_ids, encode_prompts, sample_demos
 from ..tasks import Example, TaskSplits, get_task, load_splits
 from .generalization import initial_vectors
 from .ltvs import RunSizes, task_splits
+from .sizes import CompositionSizes
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
@@ -312,21 +313,6 @@ def first_token_clashes(lm: LoadedModel, data: CompositionData) -> list[dict[str
 # --------------------------------------------------------------------------------------------------------
 # The experiment
 # --------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CompositionSizes:
-    """What the composition experiment covers in one run (a table of :mod:`ltvlib.study.plans`).
-
-    Attributes:
-        seeds: seeds of the three LTVs (vectors of one seed are combined; ICL draws its demonstrations with it).
-        scales: the grid of ``a`` (English->French) and ``b`` (masculine->feminine) in ``a * v1 + b * v2``.
-        icl_shots: demonstration counts of the ICL references (composed demonstrations).
-    """
-
-    seeds: tuple[int, ...]
-    scales: tuple[float, ...]
-    icl_shots: tuple[int, ...]
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> float:

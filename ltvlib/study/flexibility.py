@@ -51,6 +51,7 @@ from ..stats import DEFAULT_RESAMPLES, Estimate, proportion_estimate, seed_inter
 from ..tasks import TaskSplits, get_task, load_splits
 from .extracted import cached_function_vector, cached_vanilla_tv
 from .ltvs import RunSizes, sweep_with_middle, task_contrast, task_splits, trained_ltv
+from .sizes import FlexSizes  # noqa: F401 (re-exported: the class lives in the leaf ltvlib.study.sizes)
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
@@ -224,58 +225,6 @@ def vanilla_tv_task_template(lm: LoadedModel, task: str, run_sizes: RunSizes, *,
     config = replace(run_sizes.vanilla_tv, template="task", form="replace")
     candidates = sweep_with_middle(lm.n_layers, run_sizes)
     return cached_vanilla_tv(lm, task, run_sizes, config=config, seed=seed, select_layers=candidates)
-
-
-@dataclass(frozen=True)
-class FlexSizes:
-    """What the flexibility chapter covers in one run (a table of :mod:`ltvlib.study.plans`).
-
-    Attributes:
-        tasks: the tasks of the baseline column and of every column :attr:`setting_tasks` does not restrict.
-        icl_shots: demonstrations of the ICL setting (the paper's 8; fewer in ``smoke``, where only the code
-            path matters).
-        n_late: late layers of the "no critical depth" comparison (None = every layer of the last quarter,
-            0 = none).
-        layer_steps: the multi-layer settings (:func:`table1_settings`): 4 is the paper's column, 2 its text.
-        seeds: training seeds of the LTVs of every setting but the baseline, offset by the chapter's ``seed``
-            (the baseline column's are the run's headline seeds, :func:`ltvlib.study.plans.headline_seeds`:
-            the middle-layer vectors chapters 00 and 01 train, read back from the shared cache).
-        n_test: test queries per task, zero-shot and k-shot alike (the same queries, so every column pairs
-            with the baseline); None = the run's ``n_test``.
-        setting_tasks: setting name -> the tasks that setting runs on, a subset of ``tasks`` (a column's
-            comparison with the baseline is then made over the same subset); settings not named run on
-            ``tasks``. The baseline cannot be restricted: every column is compared with it.
-        why_fewer: why a column leaves out some of the paper's seven tasks in this profile (the chapter's
-            verdict then has a part "not measured at this budget" with this reason).
-    """
-
-    tasks: tuple[str, ...]
-    icl_shots: int = 8
-    n_late: int | None = 3
-    layer_steps: tuple[int, ...] = (4, 2)
-    seeds: tuple[int, ...] = (0,)
-    n_test: int | None = None
-    setting_tasks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    why_fewer: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.tasks or not self.seeds or not self.layer_steps:
-            raise ValueError(f"FlexSizes needs tasks, seeds and a layer step, got {self}")
-        if self.n_late is not None and self.n_late < 0:
-            raise ValueError(f"n_late must be None or >= 0, got {self.n_late}")
-        if "baseline" in self.setting_tasks:
-            raise ValueError("setting_tasks: the baseline runs on every task (each column is compared with it)")
-        for name, sub in self.setting_tasks.items():
-            extra = [t for t in sub if t not in self.tasks]
-            if not sub or extra:
-                raise ValueError(f"setting_tasks[{name!r}] must be a non-empty subset of {self.tasks}, got {sub}")
-
-    def tasks_of(self, setting: str, within: Sequence[str] | None = None) -> tuple[str, ...]:
-        """The tasks ``setting`` (a :class:`Setting`'s name) runs on, in the order of ``within`` (default
-        :attr:`tasks`), restricted to :attr:`setting_tasks` where that names the setting."""
-        pool = tuple(self.tasks if within is None else within)
-        sub = self.setting_tasks.get(setting)
-        return pool if sub is None else tuple(t for t in pool if t in sub)
 
 
 def flex_splits(task: str, run_sizes: RunSizes, n_test: int | None = None) -> TaskSplits:

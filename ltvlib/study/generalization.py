@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,53 +42,13 @@ from ..prompts import encode_prompts
 from ..stats import Estimate
 from ..tasks import get_task
 from .ltvs import RunSizes, task_splits, trained_ltv
+from .sizes import GeneralizationSizes
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
 
 #: The paper's cross-task transfer number: the SNLI-trained LTV evaluated on RTE (Llama-3.1-8B), in %.
 PAPER_SNLI_TO_RTE = 46.21
-
-@dataclass(frozen=True)
-class GeneralizationSizes:
-    """What the generalisation study covers in one run (a table of :mod:`ltvlib.study.plans`).
-
-    Attributes:
-        tasks: tasks whose LTVs are compared and crossed (rows and columns of the transfer matrix).
-        seeds: LTV seeds of every task (seed 0 is chapter 0's vector) ...
-        fewer_seeds: ... except these ``(task, seeds)`` pairs (tasks whose vectors cost most to train).
-        transfer_seeds: source seeds crossed with every target task (each must be trained for every task).
-        control_draws: random vectors of the SNLI LTV's norm run on RTE's prompts (the transfer's control).
-    """
-
-    tasks: tuple[str, ...]
-    seeds: tuple[int, ...]
-    fewer_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    transfer_seeds: tuple[int, ...] = (0,)
-    control_draws: int = 5
-
-    def __post_init__(self) -> None:
-        for name in (*self.tasks, *(t for t, _ in self.fewer_seeds)):
-            get_task(name)  # fails naming the allowed tasks
-        if not self.seeds or not all(s for _, s in self.fewer_seeds):
-            raise ValueError("every task needs at least one seed")
-        for t in self.tasks:
-            missing = set(self.transfer_seeds) - set(self.seeds_of(t))
-            if missing:
-                raise ValueError(f"transfer seeds {sorted(missing)} are not trained for task {t!r}")
-
-    def seeds_of(self, task: str) -> tuple[int, ...]:
-        """The seeds whose LTVs are trained for ``task``."""
-        return dict(self.fewer_seeds).get(task, self.seeds)
-
-    def shifted(self, offset: int) -> GeneralizationSizes:
-        """Every seed plus ``offset`` (a run with ``seed=offset`` starts its seeds there)."""
-        return replace(
-            self, seeds=tuple(s + offset for s in self.seeds),
-            fewer_seeds=tuple((t, tuple(s + offset for s in ss)) for t, ss in self.fewer_seeds),
-            transfer_seeds=tuple(s + offset for s in self.transfer_seeds),
-        )
-
 
 # --------------------------------------------------------------------------------------------------------
 # Vectors

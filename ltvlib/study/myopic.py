@@ -61,6 +61,7 @@ from ..stats import DEFAULT_RESAMPLES, Estimate, Proportion, paired_bootstrap_di
 from ..tasks import Example, RowSpec, Task, TaskSplits, get_task, load_splits
 from .extracted import cached_function_vector
 from .ltvs import RunSizes, sweep_with_middle, task_splits
+from .sizes import MyopicSizes
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
@@ -381,46 +382,6 @@ def cut_at(text: str, stop: str | None) -> str:
 
 # ---------------------------------------------------------------------------------------------------------
 # Sizes and cached measurements
-
-
-@dataclass(frozen=True)
-class MyopicSizes:
-    """What the chapter measures in one run (a table of :mod:`ltvlib.study.plans`).
-
-    Attributes:
-        task: ``"myopic"`` (human-written items, the file CAA uses) or ``"myopic_lm"`` (model-written).
-        n_test: letter-balanced held-out items (even; None = the largest balanced set, 246 for ``myopic``).
-        icl_shots: demonstration counts of the ICL references.
-        ltv_n_train, ltv_n_val: training and early-stopping questions of the LTVs (None = ``run_sizes``'
-            ``n_train`` / ``n_val``; the split holds at most 500 / 250).
-        extract_shots: demonstrations per prompt of both extracted vectors (None = their configs' own: 5 for
-            the Vanilla TV, 10 for the FV).
-        n_generations: held-out questions shown as free generations.
-        max_new_tokens: greedy tokens per free generation.
-        judge_items: held-out items (the first of the balanced set, even; None = all ``n_test``) whose greedy
-            answer to the option-text prompt is judged against the options (:func:`behaviour_scores`).
-        judge_new_tokens: greedy tokens per judged answer (an option is about 5 to 15 tokens).
-        judge_methods: the methods whose greedy answers are generated and judged (None = all); generation
-            reruns every prompt in full, so on a CPU it is the costliest measurement per vector.
-        random_draws: random vectors of the LTV's norm per direction and LTV seed (the control, method
-            ``"random"``; 0 = none).
-        ltv_patience: epochs without a better validation score before the LTVs stop (None = the recipe's;
-            the recipe's number of epochs = run every epoch of its schedule and keep the best).
-    """
-
-    task: str = "myopic"
-    n_test: int | None = None
-    icl_shots: tuple[int, ...] = (5, 10)
-    ltv_n_train: int | None = None
-    ltv_n_val: int | None = None
-    extract_shots: int | None = None
-    n_generations: int = 6
-    max_new_tokens: int = 40
-    judge_items: int | None = None
-    judge_new_tokens: int = 24
-    judge_methods: tuple[str, ...] | None = None
-    random_draws: int = 3
-    ltv_patience: int | None = None
 
 
 def ltv_run_sizes(run_sizes: RunSizes, sizes: MyopicSizes) -> RunSizes:

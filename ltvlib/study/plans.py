@@ -24,18 +24,15 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from ..analysis.linearity import LinearityConfig
-from ..analysis.peft_compare import CompareSizes, StoppingRule
+# the sizes and configs come from leaf modules, not from the studies and analyses that use them: a chapter's code
+# closure (its stamp and cache keys) then holds only the studies it runs
+from ..analysis.configs import CompareSizes, LinearityConfig, StoppingRule
 from ..baselines.function_vector import FunctionVectorConfig
 from ..baselines.vanilla_tv import VanillaTVConfig
 from ..ltv import FAST_RECIPE, PAPER_RECIPE, RECIPES, TrainConfig, absolute_recipe, with_config
 from ..tasks import PAPER_TASKS, get_task
-from .across_models import AcrossModelsSizes
-from .composition import CompositionSizes
-from .flexibility import FlexSizes
-from .generalization import GeneralizationSizes
 from .ltvs import RunSizes, spread_layers
-from .myopic import MyopicSizes
+from .sizes import AcrossModelsSizes, CompositionSizes, FlexSizes, GeneralizationSizes, MyopicSizes
 
 
 @dataclass(frozen=True)
