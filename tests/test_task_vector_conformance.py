@@ -173,6 +173,17 @@ def test_apply_changes_logits_and_removes_its_hooks(vector: TaskVector, lm: Load
     torch.testing.assert_close(_logits(lm, batch), plain)
 
 
+def test_apply_wraps_generate(vector: TaskVector, lm: LoadedModel, file_task: Task) -> None:
+    """``apply`` edits generate's prefill (it raises if its hooks never fired) and cleans up after it."""
+    ids, mask = _batch(lm, file_task)
+    hooks = _hook_count(lm)
+    model: Any = lm.model  # generate is untyped
+    with torch.no_grad(), vector.apply(lm):
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=2, do_sample=False,
+                                pad_token_id=lm.tokenizer.pad_token_id)
+    assert out.shape == (ids.shape[0], ids.shape[1] + 2) and _hook_count(lm) == hooks
+
+
 def test_scale_zero_leaves_an_added_vector_without_effect(vector: TaskVector, kind: str, lm: LoadedModel,
                                                           file_task: Task) -> None:
     if EXPECTED[kind][1] != "add":
