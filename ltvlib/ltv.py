@@ -37,6 +37,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, overload
@@ -297,10 +298,24 @@ class LearnedTaskVector:
     val_accuracy_low: float = float("nan")
     val_n: int = 0
 
-    def edits(self, scale: float = 1.0) -> list[VectorEdit]:
-        """The vectors as injections (optionally scaled)."""
-        pairs = [(l, p) for l in self.layers for p in self.positions]
+    def edits(self, scale: float = 1.0, *, layer: int | None = None) -> list[VectorEdit]:
+        """The vectors as injections (added at the block input), each times ``scale``. ``layer``: None puts
+        them at the vector's own layers; a layer given moves a one-layer vector there (``ValueError`` for a
+        vector trained at several layers)."""
+        layers = self.layers
+        if layer is not None:
+            if len(self.layers) != 1:
+                raise ValueError(f"layer={layer} moves a one-layer vector; this one was trained at layers {self.layers}")
+            layers = (layer,)
+        pairs = [(l, p) for l in layers for p in self.positions]
         return [VectorEdit(l, p, scale * v) for (l, p), v in zip(pairs, self.vectors)]
+
+    def apply(self, lm: LoadedModel, *, layer: int | None = None, scale: float = 1.0) -> AbstractContextManager[None]:
+        """A context manager putting :meth:`edits` into every prompt forward run inside it (plain or
+        ``generate``): ``ltvlib.inject.apply(lm, self.edits(scale, layer=layer))``; hooks removed on exit."""
+        from .task_vector import apply_edits
+
+        return apply_edits(lm, self.edits(scale, layer=layer))
 
     def metadata(self) -> dict[str, Any]:
         meta = {k: v for k, v in asdict(self).items() if k not in ("vectors", "config")}
@@ -308,10 +323,14 @@ class LearnedTaskVector:
         return meta
 
     def save(self, path: str | Path) -> Path:
-        """Write ``vectors`` as safetensors with the rest as JSON string metadata (atomically)."""
+        """Write ``vectors`` as safetensors with the rest as JSON string metadata (atomically), and where the
+        vectors go (``site`` ``"block_input"``, ``mode`` ``"add"``, ``layers``, ``positions``:
+        :func:`ltvlib.task_vector.placement_metadata`)."""
         from safetensors.torch import save
 
-        meta = {"ltv": json.dumps(self.metadata()), "code_version": code_version()}
+        from .task_vector import placement_metadata
+
+        meta = {"ltv": json.dumps(self.metadata()), "code_version": code_version(), **placement_metadata(self.edits())}
         return atomic_write_bytes(path, save({"vectors": self.vectors.detach().cpu().contiguous()}, metadata=meta))
 
     @classmethod

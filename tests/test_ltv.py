@@ -532,3 +532,30 @@ def test_a_run_that_did_not_learn_is_retried_and_says_so(gemma, tmp_path):
     assert ltv.val_accuracy_low < max(ltv.no_vector_val_accuracy, ltv.majority_val_rate)
     back = LearnedTaskVector.load(ltv.save(tmp_path / "v.safetensors"))
     assert (back.learned, back.val_accuracy_low, back.majority_val_rate) == (False, ltv.val_accuracy_low, 0.5)
+
+
+def test_a_learned_vector_is_a_task_vector_that_moves_one_layer_and_says_where_it_goes(llama, tmp_path):
+    from safetensors import safe_open
+
+    from ltvlib.inject import apply
+    from ltvlib.task_vector import TaskVector, load_task_vector
+
+    one = LearnedTaskVector(vectors=torch.randn(2, 64), layers=(1,), positions=(-2, -1), model=llama.name,
+                            task="antonym", recipe="fast", seed=0, shots=0, config=FAST_RECIPE)
+    assert isinstance(one, TaskVector)
+    assert [(e.layer, e.position) for e in one.edits(layer=2)] == [(2, -2), (2, -1)]
+    assert torch.equal(one.edits(2.0)[1].vector, 2 * one.vectors[1])
+    two = LearnedTaskVector(vectors=torch.randn(2, 64), layers=(0, 2), positions=(-1,), model=llama.name,
+                            task="antonym", recipe="fast", seed=0, shots=0, config=FAST_RECIPE)
+    with pytest.raises(ValueError, match="one-layer"):
+        two.edits(layer=1)
+    ids = llama.tokenizer("hot cold big small", return_tensors="pt").input_ids
+    with one.apply(llama, layer=2, scale=0.5):
+        moved = llama.model(ids).logits
+    with apply(llama, one.edits(0.5, layer=2)):
+        assert torch.equal(llama.model(ids).logits, moved)
+    path = one.save(tmp_path / "v.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    assert (meta["site"], meta["mode"], meta["layers"], meta["positions"]) == ("block_input", "add", "[1]", "[-2, -1]")
+    assert torch.equal(load_task_vector(path).vectors, one.vectors)
