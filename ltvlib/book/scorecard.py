@@ -1029,6 +1029,7 @@ def scorecard_details_markdown(sheets: Sequence[ClaimSheet]) -> str:
             title = label[0] if label else c.statement
             out += [
                 f":::{{dropdown}} {c.paper_claim}. {' '.join(title.split())} — {c.verdict.value}",
+                ":class-container: ltv-claim",
                 "",
                 f"**The paper claims.** {c.statement}",
                 "",
