@@ -24,7 +24,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from .tasks import DataFileError, Example, Task, TaskSplits, check_label_tokens,
 
 if TYPE_CHECKING:
     from .models import LoadedModel
+    from .prompts import CutInput
 
 PROG = "python -m ltvlib"
 DEFAULT_MODEL = "smollm2-135m"
@@ -89,6 +90,9 @@ def _add_task_args(p: argparse.ArgumentParser) -> None:
                    help="generation (scored on the output's first token; default) or classification "
                    "(labels = the sorted distinct outputs)")
     p.add_argument("--name", help="task name (default: the file's stem)")
+    p.add_argument("--max-tokens", type=_positive_int,
+                   help="cut every input whose prompt and answer take more than N tokens to fit N (at most the "
+                   "model's context); the rows cut are reported. Default: a row past the model's context is an error")
 
 
 def _add_model_args(p: argparse.ArgumentParser, default: str | None) -> None:
@@ -164,20 +168,37 @@ def task_from_file(path: Path, kind: str, name: str | None) -> Task:
     return reader(path, kind=kind, name=name)  # type: ignore[arg-type]
 
 
-def check_context(task: Task, lm: LoadedModel, log: Any) -> None:
+def check_context(task: Task, lm: LoadedModel, log: Any, max_tokens: int | None = None) -> list[CutInput]:
     """Every row of ``task``'s file fits the model's context (prompt and answer), checked before the splits
-    are cut, anything is trained or anything is written (:func:`ltvlib.prompts.check_task_context`).
+    are cut, anything is trained or anything is written (:func:`ltvlib.prompts.check_task_context`); with
+    ``max_tokens`` (``--max-tokens``), the inputs of the rows longer than that are cut to fit instead
+    (:func:`ltvlib.prompts.cut_inputs`) and returned, for :func:`_splits` and the report.
 
     Raises:
         ContextLengthError: (a ValueError: exit code 2) the message names the file, the line, the token count
             and the model's context.
+        CliError: ``max_tokens`` above the model's context.
     """
-    from .prompts import check_task_context, context_length
+    from .prompts import check_task_context, context_length, cut_inputs
 
     limit = context_length(lm)
+    if max_tokens is not None:
+        if limit is not None and max_tokens > limit:
+            raise CliError(f"--max-tokens {max_tokens:,} is more than the model's context of {limit:,} positions")
+        cuts = cut_inputs(task, lm.tokenizer, max_tokens)
+        if cuts:
+            log(_cut_line(cuts, max_tokens))
+        return cuts
     longest = check_task_context(task, lm.tokenizer, limit)
     log(f"longest prompt and answer: {longest:,} tokens (the model's context: "
         f"{f'{limit:,}' if limit else 'not stated'})")
+    return []
+
+
+def _cut_line(cuts: Sequence[CutInput], max_tokens: int | None) -> str:
+    lines = ", ".join(str(c.line) for c in cuts[:10]) + (", ..." if len(cuts) > 10 else "")
+    return (f"cut {len(cuts)} input(s) to fit {max_tokens:,} tokens of prompt and answer (--max-tokens; "
+            f"lines {lines}, the longest {max(c.tokens for c in cuts):,} tokens before)")
 
 
 def check_icl_context(lm: LoadedModel, task: Task, splits: TaskSplits, *, shots: int, seed: int) -> None:
@@ -222,9 +243,16 @@ def resolve_layer(spec: str, n_layers: int) -> int:
     return check_layer(layer, n_layers)
 
 
-def _splits(task: Task, *, balance: bool | None, n_test: int) -> TaskSplits:
+def _splits(task: Task, *, balance: bool | None, n_test: int, cuts: Sequence[CutInput] = ()) -> TaskSplits:
     # seed 0, as train_ltv's default: the split never moves with the training seed, so eval finds the same test
     splits = load_splits(task, seed=0, balance=balance)
+    if cuts:  # --max-tokens: the rows cut to fit, in every split
+        short = {c.original: c.input for c in cuts}
+
+        def cut(examples: Sequence[Example]) -> tuple[Example, ...]:
+            return tuple(replace(e, input=short.get(e.input, e.input)) for e in examples)
+
+        splits = replace(splits, train=cut(splits.train), validation=cut(splits.validation), test=cut(splits.test))
     sizes = (len(splits.train), len(splits.validation), len(splits.test))
     if min(sizes) == 0:
         raise CliError(
@@ -340,8 +368,9 @@ def _train(args: argparse.Namespace, log: Any) -> int:
 
     task = task_from_file(args.data, args.kind, args.name)
     lm = _load_lm(args.model, args.device, log)
-    check_context(task, lm, log)  # before the splits are cut (and cached): long rows stop here, in seconds
-    splits = _splits(task, balance=False if args.no_balance else None, n_test=args.n_test)
+    # before the splits are cut (and cached): long rows stop here, in seconds (or are cut, with --max-tokens)
+    cuts = check_context(task, lm, log, args.max_tokens)
+    splits = _splits(task, balance=False if args.no_balance else None, n_test=args.n_test, cuts=cuts)
     if args.shots > len(splits.train):
         raise CliError(f"--shots {args.shots} needs at least {args.shots} training examples; "
                        f"task {task.name!r} has {len(splits.train)}")
@@ -374,7 +403,8 @@ def _train(args: argparse.Namespace, log: Any) -> int:
     results_path = args.out / f"{stem}.json"
     record = {
         "task": {"name": task.name, "kind": task.kind, "labels": list(task.labels) if task.labels else None,
-                 "data": str(args.data.expanduser().absolute()), "data_sha256": data_hash},
+                 "data": str(args.data.expanduser().absolute()), "data_sha256": data_hash,
+                 "max_tokens": args.max_tokens, "cut_inputs": [{"line": c.line, "tokens": c.tokens} for c in cuts]},
         "model": args.model, "layer": layer, "positions": [-1], "site": "block_input", "mode": "add",
         "seed": args.seed, "recipe": config.recipe, "config": ltv.metadata()["config"], "shots": args.shots,
         "icl_demo_sets": ICL_DEMO_SETS if args.shots else None,
@@ -396,6 +426,8 @@ def _train(args: argparse.Namespace, log: Any) -> int:
     print(f"model    {args.model}: LTV added at the input of block {layer} of {lm.n_layers}, last prompt position")
     print(f"splits   {len(splits.train)} train / {len(splits.validation)} validation"
           f"{' (label-balanced)' if balanced else ''} / {len(splits.test)} test (seed 0)")
+    if cuts:
+        print(f"inputs   {_cut_line(cuts, args.max_tokens)}")
     print(f"training {ltv.steps} steps in {ltv.seconds:.0f} s, validation accuracy {ltv.best_val_accuracy:.3f}")
     print("test accuracy, first token (95 % Wilson interval):")
     for what in ("zero-shot", f"{args.shots}-shot ICL", "LTV"):
@@ -433,9 +465,10 @@ def _eval(args: argparse.Namespace, log: Any) -> int:
         raise CliError(f"--vector {args.vector} is not a vector saved by '{PROG} train': {exc}") from exc
     model = args.model or ltv.model
     lm = _load_lm(model, args.device, log)
-    if args.data is not None:  # registered tasks fit the embedded models; a file is checked before its splits
-        check_context(task, lm, log)
-    splits = _splits(task, balance=None, n_test=args.n_test)
+    cuts: list[CutInput] = []
+    if args.data is not None or args.max_tokens:  # registered tasks fit the embedded models; a file is checked
+        cuts = check_context(task, lm, log, args.max_tokens)
+    splits = _splits(task, balance=None, n_test=args.n_test, cuts=cuts)
     if ltv.vectors.shape[-1] != lm.d_model or max(ltv.layers) >= lm.n_layers:
         raise CliError(
             f"--vector {args.vector} (trained on {ltv.model!r}: width {ltv.vectors.shape[-1]}, layers "
@@ -449,6 +482,8 @@ def _eval(args: argparse.Namespace, log: Any) -> int:
     print(f"vector   {args.vector} (task {ltv.task!r}, layers {list(ltv.layers)}, positions {list(ltv.positions)}, "
           f"trained on {ltv.model!r})")
     print(f"model    {model}")
+    if cuts:
+        print(f"inputs   {_cut_line(cuts, args.max_tokens)}")
     print("test accuracy, first token (95 % Wilson interval):")
     for what, score in scores.items():
         print("  " + score.line(what))

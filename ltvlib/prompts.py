@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -203,6 +204,59 @@ def check_task_context(task: Task | str, tokenizer: Any, max_tokens: int | None)
             f"{len(rows)} rows of task {t.name!r} are too long (lines {lines}): shorten or drop them"
         )
     return max(totals)
+
+
+@dataclass(frozen=True)
+class CutInput:
+    """A row whose input :func:`cut_inputs` shortened.
+
+    Attributes:
+        path, line: where the row is (1-based line).
+        original: its input; input: the input cut to fit; tokens: its prompt-and-answer tokens before the cut.
+    """
+
+    path: Path
+    line: int
+    original: str
+    input: str
+    tokens: int
+
+
+def cut_inputs(task: Task | str, tokenizer: Any, max_tokens: int) -> list[CutInput]:
+    """The rows of a task's files whose prompt and answer take more than ``max_tokens`` tokens, each with its
+    input cut (its first tokens kept, decoded back to text) so that they fit; an explicit alternative to the
+    error of :func:`check_task_context`.
+
+    Raises:
+        ContextLengthError: a row that does not fit even with an empty input (its template and answer alone
+            are too long); the message names its file and line.
+    """
+    from .tasks import get_task, task_rows
+
+    t = get_task(task)
+    prefix = len(special_prefix(tokenizer))
+
+    def total(x: str, y: str) -> int:
+        return prefix + len(text_ids(tokenizer, t.format_query(x))) + len(text_ids(tokenizer, t.format_answer(y)))
+
+    cuts = []
+    for path, line, ex in task_rows(t):
+        before = total(ex.input, ex.output)
+        if before <= max_tokens:
+            continue
+        ids = text_ids(tokenizer, ex.input)
+        keep, text, now = len(ids), ex.input, before
+        while now > max_tokens:
+            keep -= max(1, now - max_tokens)
+            if keep <= 0:
+                raise ContextLengthError(
+                    f"{path}:{line}: the prompt template and answer of this row alone take more than {max_tokens:,} "
+                    "tokens; its input cannot be cut to fit"
+                )
+            text = tokenizer.decode(ids[:keep])
+            now = total(text, ex.output)
+        cuts.append(CutInput(path, line, ex.input, text, before))
+    return cuts
 
 
 def sample_demos(pool: Sequence[Example], k: int, rng: random.Random, exclude: str | None = None) -> list[Example]:

@@ -227,6 +227,27 @@ def test_icl_prompts_past_the_context_stop_train_before_training(
     assert time.perf_counter() - start < 30 and not out_dir.exists()
 
 
+def test_max_tokens_cuts_the_long_inputs_and_reports_them(
+    short_context_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, lines = _long_rows_file(tmp_path)
+    out_dir = tmp_path / "out"
+    _fails(["train", "--data", str(data), "--model", str(short_context_dir), "--max-tokens", "100", "--out",
+            str(out_dir), *QUICK], capsys, "--max-tokens 100", "context of 48 positions")
+    assert main(["train", "--data", str(data), "--model", str(short_context_dir), "--max-tokens", "40", "--shots",
+                 "0", "--out", str(out_dir), *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert f"cut 2 input(s) to fit 40 tokens of prompt and answer (--max-tokens; lines {lines[0]}, {lines[1]}" in out
+    (results,) = out_dir.glob("*.json")
+    record = json.loads(results.read_text())["task"]
+    assert record["max_tokens"] == 40 and record["cut_inputs"] == [{"line": lines[0], "tokens": 66},
+                                                                   {"line": lines[1], "tokens": 66}]
+    from ltvlib.prompts import cut_inputs
+
+    cut = cut_inputs(Task.from_jsonl(data), tiny_llama().tokenizer, 40)
+    assert [c.input.split() for c in cut] == [["good"] * 34, ["bad"] * 34]  # 40 - (Q : \n A : answer)
+
+
 def test_encode_prompts_refuses_a_prompt_past_the_limit_and_names_its_line(tmp_path: Path) -> None:
     from ltvlib.prompts import ContextLengthError, encode_prompts
 
