@@ -12,7 +12,9 @@ each other, atomically, and only after everything ran.
 
 ``eval`` applies a saved vector to a task file or a registered task and prints its accuracy beside
 zero-shot's. Bad input (an unknown model, a layer out of range, a malformed data file, a vector that does not
-fit the model) stops with one line on stderr and exit code 2, before anything is written.
+fit the model, a row or a k-shot prompt longer than the model's context: its file, line and token count) stops
+with one line on stderr and exit code 2, before anything is trained or written; ``--max-tokens N`` cuts the
+inputs of longer rows to fit N tokens instead, and reports which.
 """
 
 from __future__ import annotations
