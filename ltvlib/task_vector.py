@@ -46,8 +46,12 @@ class TaskVector(Protocol):
         task: the task's name.
     """
 
-    model: str
-    task: str
+    # read-only in the protocol, so that frozen dataclasses (LearnedTaskVector) conform as well as mutable ones
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def task(self) -> str: ...
 
     def edits(self, *, layer: int | None = None, scale: float = 1.0) -> list[VectorEdit]:
         """The vector(s) as injections. ``layer``: the block to put them at (None: the vector's own layer or
