@@ -234,9 +234,9 @@ class TrainingDivergedError(FloatingPointError):
     """The loss became NaN, infinite or exploded."""
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class LearnedTaskVector:
-    """A trained LTV and how it was made.
+    """A trained LTV and how it was made (immutable: :func:`dataclasses.replace` makes a changed copy).
 
     Attributes:
         vectors: ``(len(layers) * len(positions), d_model)``; row ``i * len(positions) + j`` goes to
@@ -685,10 +685,8 @@ def _train_runs(
         for s in pending:
             factors[s] *= config.retry_lr_factor
     seconds = time.perf_counter() - start
-    for s in seeds:
-        ltv = results[s]
-        ltv.attempts, ltv.attempt_scores, ltv.seconds = len(scores[s]), tuple(scores[s]), seconds
-    return [results[s] for s in seeds]
+    return [replace(results[s], attempts=len(scores[s]), attempt_scores=tuple(scores[s]), seconds=seconds)
+            for s in seeds]
 
 
 def majority_rate(examples: Sequence[Example]) -> float:

@@ -3,6 +3,7 @@ the stream; a result says whether it trained; seeds are reproducible, results ro
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -387,8 +388,7 @@ def test_a_run_that_did_not_train_is_retried_at_smaller_steps_until_one_trains(l
     def attempt(lm, task, seeds, lr_factors, **kwargs):
         factors.append(lr_factors[seeds[0]])
         (out,) = real(lm, task, seeds, lr_factors, **kwargs)
-        out.learned = len(factors) == 2  # the first run "does not learn", the second does
-        return [out]
+        return [dataclasses.replace(out, learned=len(factors) == 2)]  # the first run "does not learn", the second does
 
     monkeypatch.setattr(ltv_module, "_attempt", attempt)
     config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
