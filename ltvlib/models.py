@@ -388,6 +388,10 @@ def load_model(
             return random_model(shape, seed=int(seed or 0), dtype=dtype, device=dev)
         lm = random_model(shape, seed=int(seed or 0), dtype=dtype, device="cpu")
         return dispatch(lm, device_map, max_memory=max_memory, offload_dir=offload_dir)
+    if name in MODEL_REGISTRY and device_map is not None:
+        # the dequantised folder keeps its GGUF origin in the config, and transformers refuses disk offload for it
+        lm = load_model(name, dtype=dtype, device="cpu")
+        return dispatch(lm, device_map, max_memory=max_memory, offload_dir=offload_dir)
     if name in MODEL_REGISTRY:
         source: str | Path = _dequantised_dir(MODEL_REGISTRY[name])
     elif Path(name).expanduser().is_dir():
