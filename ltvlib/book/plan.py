@@ -174,7 +174,7 @@ def task_lengths(task: str) -> Lengths:
     from ..tasks import get_task, load_splits
 
     t = get_task(task)
-    ex = list(load_splits(task, n_train=600, n_val=0 if task != "myopic" else 0).train)[:200]
+    ex = list(load_splits(task, n_train=600, n_val=0).train)[:200]
     q = statistics.fmean(_count(t.format_query(e.input)) for e in ex)
     a = statistics.fmean(_count(t.format_answer(e.output)) for e in ex)
     d = statistics.fmean(_count(t.format_demo(e) + t.separator) for e in ex)
@@ -406,7 +406,7 @@ def chapter_costs(shape: Shape, profile: str) -> dict[str, Cost]:
     ln = task_lengths(ms.task)
     for k in (0, *ms.icl_shots):
         c.add(full(shape, ms.n_test, ln.prompt(k)))
-    n_gen = ms.n_test * ms.n_generations * len(ms.judge_methods)
+    n_gen = (ms.n_test or n_test) * ms.n_generations * len(ms.judge_methods or (0, 0, 0, 0))
     c.add(forward(shape, n_gen * ms.max_new_tokens, 1, ln.prompt(0) + ms.max_new_tokens / 2))
     out["07"] = c
 
@@ -446,8 +446,8 @@ def memory_gb(shape: Shape, cost: Cost, *, store_gib: float = 2.0) -> float:
 def render(shape: Shape, profile: str, gpu: str, mfu: float, costs: dict[str, Cost]) -> str:
     peak, mem, about = GPUS[gpu]
     rate = peak * mfu
-    lines = [f"model {shape.name}: {shape.n_params / 1e9:.2f} B parameters, {shape.n_layers} layers, d={shape.d_model}, "
-             f"vocab {shape.vocab}; profile {profile}",
+    lines = [(f"model {shape.name}: {shape.n_params / 1e9:.2f} B parameters, {shape.n_layers} layers, "
+              f"d={shape.d_model}, vocab {shape.vocab}; profile {profile}"),
              f"GPU {gpu}: {about}; at {mfu:.0%} of peak = {rate / 1e12:.0f} TFLOP/s",
              "backward = activation gradients only (frozen weights): about 1x the forward of the blocks above the vector",
              "",
