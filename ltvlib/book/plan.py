@@ -333,7 +333,7 @@ def chapter_costs(shape: Shape, profile: str) -> dict[str, Cost]:
     fs = fx.sizes
     for setting in table1_settings(L, layer_steps=fs.layer_steps, icl_shots=fs.icl_shots):
         tasks = fs.setting_tasks.get(setting.name, fx.tasks)
-        layers = list(getattr(setting, "layers", [mid]) or [mid])
+        layers = tuple(getattr(setting, "layers", [mid]) or [mid])
         shots = getattr(setting, "shots", 0) or 0
         seeds = fx.base_seeds if setting.name == "baseline" else fx.other_seeds
         for t in tasks:
@@ -360,8 +360,8 @@ def chapter_costs(shape: Shape, profile: str) -> dict[str, Cost]:
     # 04: mechanism LTVs, OV reconstructions, key-head saliency and ablation (one head at a time, last position)
     c = Cost()
     kh = P.ov_key_heads_plan(profile)
-    for t, layers in P.mechanism_plan(L, prof).items():
-        for layer in layers:
+    for t, mlayers in P.mechanism_plan(L, prof).items():
+        for layer in mlayers:
             ltv(c, t, layer, 0)
             c.add(eval_cost(shape, t, n_test, layer, 2 + kh.n_random * kh.n_draws, prompts=False))
     for t in (*kh.label_tasks, *kh.open_tasks):
@@ -405,7 +405,7 @@ def chapter_costs(shape: Shape, profile: str) -> dict[str, Cost]:
     ltv(c, ms.task, mid, 0, recipe_=with_patience(recipe, ms.ltv_patience), n_train=ms.ltv_n_train, n_val=ms.ltv_n_val)
     ln = task_lengths(ms.task)
     for k in (0, *ms.icl_shots):
-        c.add(full(shape, ms.n_test, ln.prompt(k)))
+        c.add(full(shape, ms.n_test or n_test, ln.prompt(k)))
     n_gen = (ms.n_test or n_test) * ms.n_generations * len(ms.judge_methods or (0, 0, 0, 0))
     c.add(forward(shape, n_gen * ms.max_new_tokens, 1, ln.prompt(0) + ms.max_new_tokens / 2))
     out["07"] = c
