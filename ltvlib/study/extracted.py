@@ -26,7 +26,7 @@ from ..baselines.vanilla_tv import (
     select_layer,
     vanilla_task,
 )
-from ..cache import cache_path, cached_json, dependency_hash, task_key
+from ..cache import cache_path, cached_file, cached_json, dependency_hash, task_key
 from ..evaluate import EVALSET_BUDGET, MEMO_EVALSET_BYTES, EvalSet, evaluate
 from ..memo import memo
 from ..sites import check_layer
@@ -52,13 +52,15 @@ def cached_vanilla_tv(
     layers = sorted({check_layer(l, lm.n_layers) for l in (select_layers or range(lm.n_layers))})
     key = {"model": lm.name, "task": task_key(task), "config": asdict(config), "n_train": len(splits.train),
            "n_val": len(splits.validation), "select_layers": layers, "source": dependency_hash(__name__)}
-    path = cache_path("vanilla_tv", key, ".safetensors")
-    if path.exists():
-        return VanillaTaskVector.load(path)
-    tv = extract_vanilla_tv(lm, task, splits.train, config)
-    select_layer(lm, tv, splits.validation, layers=layers)
-    tv.save(path)
-    return tv
+
+    def compute() -> VanillaTaskVector:
+        tv = extract_vanilla_tv(lm, task, splits.train, config)
+        select_layer(lm, tv, splits.validation, layers=layers)
+        return tv
+
+    # a damaged file (e.g. truncated in a copied cache) is reported in one line and extracted again
+    return cached_file(cache_path("vanilla_tv", key, ".safetensors"), compute, load=VanillaTaskVector.load,
+                       save=lambda tv, path: tv.save(path))
 
 
 def cached_function_vector(
@@ -70,12 +72,9 @@ def cached_function_vector(
     splits = task_splits(task, run_sizes)
     key = {"model": lm.name, "task": task_key(task), "config": asdict(config), "n_train": len(splits.train),
            "source": dependency_hash(__name__)}
-    path = cache_path("function_vector", key, ".safetensors")
-    if path.exists():
-        return FunctionVector.load(path)
-    fv = extract_function_vector(lm, task, splits.train, config)
-    fv.save(path)
-    return fv
+    return cached_file(cache_path("function_vector", key, ".safetensors"),
+                       lambda: extract_function_vector(lm, task, splits.train, config), load=FunctionVector.load,
+                       save=lambda fv, path: fv.save(path))
 
 
 # Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the model's
