@@ -7,7 +7,7 @@ each vector goes: layer, site, prompt position, add or replace), puts them into 
 :meth:`TaskVector.apply` and saves to / loads from safetensors. Every saved file carries, besides its own
 metadata (under the key ``"ltv"``, ``"function_vector"`` or ``"vanilla_tv"``), where its edits go: the
 metadata keys ``"site"``, ``"mode"``, ``"layers"`` and ``"positions"`` (JSON strings), so a reader can tell
-without knowing the class; :func:`load_task_vector` reads any of the three and gives back a vector whose
+without knowing the class; :func:`ltvlib.vector_files.load_task_vector` reads any of the three and gives back a vector whose
 edits are those of the vector that was saved.
 
 Typical use::
@@ -24,14 +24,14 @@ from __future__ import annotations
 import json
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .inject import VectorEdit
 
 if TYPE_CHECKING:
     from .models import LoadedModel
 
-__all__ = ["KINDS", "TaskVector", "apply_edits", "load_task_vector", "placement_metadata", "vector_kind"]
+__all__ = ["KINDS", "TaskVector", "apply_edits", "placement_metadata"]
 
 KINDS: tuple[str, ...] = ("ltv", "function_vector", "vanilla_tv")
 """The safetensors metadata key that holds each kind's own metadata: learned, function, vanilla."""
@@ -98,51 +98,3 @@ def placement_metadata(edits: list[VectorEdit]) -> dict[str, str]:
         "layers": json.dumps(list(dict.fromkeys(e.layer for e in edits))),
         "positions": json.dumps(list(dict.fromkeys(e.position for e in edits))),
     }
-
-
-def _metadata(path: str | Path) -> dict[str, str]:
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return dict(f.metadata() or {})
-
-
-def vector_kind(path: str | Path) -> str:
-    """Which kind of vector a safetensors file holds: ``"ltv"``, ``"function_vector"`` or ``"vanilla_tv"``.
-
-    Raises:
-        ValueError: a safetensors file of none of those kinds (the message names the file and the keys found).
-        FileNotFoundError: no such file.
-    """
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such vector file")
-    meta = _metadata(path)
-    found = [k for k in KINDS if k in meta]
-    if len(found) != 1:
-        raise ValueError(
-            f"{path}: not a saved task vector; expected exactly one of the metadata keys {list(KINDS)}, found "
-            f"{sorted(meta)}"
-        )
-    return found[0]
-
-
-def load_task_vector(path: str | Path) -> TaskVector:
-    """Read a learned, function or vanilla task vector, whichever the file holds (dispatch on its metadata key).
-
-    Returns:
-        a :class:`~ltvlib.ltv.LearnedTaskVector`, :class:`~ltvlib.baselines.function_vector.FunctionVector`
-        or :class:`~ltvlib.baselines.vanilla_tv.VanillaTaskVector` (each a :class:`TaskVector`).
-
-    Raises:
-        ValueError: not a saved task vector (see :func:`vector_kind`).
-        FileNotFoundError: no such file.
-    """
-    kind = vector_kind(path)
-    cls: Any
-    if kind == "ltv":
-        from .ltv import LearnedTaskVector as cls
-    elif kind == "function_vector":
-        from .baselines.function_vector import FunctionVector as cls
-    else:
-        from .baselines.vanilla_tv import VanillaTaskVector as cls
-    return cls.load(path)

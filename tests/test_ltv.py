@@ -538,7 +538,8 @@ def test_a_learned_vector_is_a_task_vector_that_moves_one_layer_and_says_where_i
     from safetensors import safe_open
 
     from ltvlib.inject import apply
-    from ltvlib.task_vector import TaskVector, load_task_vector
+    from ltvlib.task_vector import TaskVector
+    from ltvlib.vector_files import load_task_vector
 
     one = LearnedTaskVector(vectors=torch.randn(2, 64), layers=(1,), positions=(-2, -1), model=llama.name,
                             task="antonym", recipe="fast", seed=0, shots=0, config=FAST_RECIPE)

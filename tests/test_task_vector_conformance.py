@@ -2,7 +2,7 @@
 :class:`~ltvlib.task_vector.TaskVector` protocol, on the tiny Llama and Gemma 3 models (grouped-query
 attention): it is a ``TaskVector``; its edits sit where its kind says (site, positions, layers, shapes) and
 scale; ``apply`` changes the logits and always removes its hooks (on exit and on an exception);
-``save`` then :func:`~ltvlib.task_vector.load_task_vector` gives back the same edits and the saved file says
+``save`` then :func:`~ltvlib.vector_files.load_task_vector` gives back the same edits and the saved file says
 where they go; scale 0 leaves an added vector without effect. The vanilla and function vectors are
 extracted for a task read from a file (:meth:`~ltvlib.tasks.Task.from_jsonl`), which the vanilla vector's
 evaluation must find without the registry."""
@@ -29,8 +29,9 @@ from ltvlib.evaluate import evaluate
 from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector, train_ltv, with_config
 from ltvlib.models import LoadedModel
 from ltvlib.prompts import encode_prompts, pad_left
-from ltvlib.task_vector import KINDS, TaskVector, load_task_vector, vector_kind
+from ltvlib.task_vector import KINDS, TaskVector
 from ltvlib.tasks import Task, load_splits
+from ltvlib.vector_files import load_task_vector, vector_kind
 
 KIND_NAMES = ("ltv", "fv", "vanilla_replace", "vanilla_difference")
 MODELS = ("llama", "gemma")
