@@ -262,7 +262,8 @@ plt.show()
 # over the label-space tasks.
 
 # %%
-display(tables.attention_table(kh, analysed, L, H))
+att_table = tables.attention_table(kh, analysed, L, H)
+display(att_table if att_table is not None else Markdown("No LTV learned at the middle layer: no attention to compare."))
 if deciding:
     att_pools = tables.attention_pools(kh, deciding, L, H)
     att_intervals = tables.attention_differences(att_pools)

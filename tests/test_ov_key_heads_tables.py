@@ -105,8 +105,9 @@ def test_key_head_tables_and_statistics() -> None:
     assert tables.u_shape_table(kh, ["a"], ["a"]).loc["a", "outer share"] == "100 % [30, 100]"
     _first, _final, is_key, same = tables.head_groups(kh["a"], 4, 2)
     assert is_key.sum() == 1 and same.tolist()[2] == [False, True] and same.sum() == 1
+    assert tables.attention_table(kh, [], 4, 2) is None  # no learned LTV: nothing to tabulate, no crash
     att = tables.attention_table(kh, ["a"], 4, 2)
-    assert att.loc[("a", "key heads"), "to first token"] == pytest.approx(0.1)
+    assert att is not None and att.loc[("a", "key heads"), "to first token"] == pytest.approx(0.1)
     assert att.loc[("a", "all other heads"), "n"] == 7
     diffs = tables.attention_differences(tables.attention_pools(kh, ["a"], 4, 2))
     assert diffs["attention to the first token, key minus other heads"].value == pytest.approx(-0.4)

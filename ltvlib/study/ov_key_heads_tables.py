@@ -382,17 +382,18 @@ def mean_difference(a: np.ndarray, b: np.ndarray, n_resamples: int = 2000, seed:
                     resamples=n_resamples, difference=True)
 
 
-def attention_table(kh: Mapping[str, Any], analysed: Sequence[str], n_layers: int, n_heads: int) -> pd.DataFrame:
+def attention_table(kh: Mapping[str, Any], analysed: Sequence[str], n_layers: int,
+                    n_heads: int) -> pd.DataFrame | None:
     """Per analysed task and head group (key heads, other heads of the same layers, all other heads; index ``(task,
     heads)``): the number of heads and their mean attention to the first token and to the final position, three
-    decimals."""
+    decimals; None when no task was analysed (no LTV learned)."""
     att_rows = []
     for t in analysed:
         first, final, is_key, same = head_groups(kh[t], n_layers, n_heads)
         for name, sel in (("key heads", is_key), ("other heads, same layers", same), ("all other heads", ~is_key)):
             att_rows.append({"task": t, "heads": name, "n": int(sel.sum()), "to first token": first[sel].mean(),
                              "to final position": final[sel].mean()})
-    return pd.DataFrame(att_rows).set_index(["task", "heads"]).round(3)
+    return pd.DataFrame(att_rows).set_index(["task", "heads"]).round(3) if att_rows else None
 
 
 def attention_pools(kh: Mapping[str, Any], deciding: Sequence[str], n_layers: int,
