@@ -67,7 +67,7 @@ import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from ltvlib.book.scorecard import Claim, Verdict, interpret, record_claims, threshold_rule
+from ltvlib.book.scorecard import Claim, Verdict, interpret, not_testable, record_claims, threshold_rule
 from ltvlib.models import load_model
 from ltvlib.stats import format_estimate
 from ltvlib.study import ltvs_tables as tables
@@ -195,36 +195,46 @@ plt.show()
 # (ch00-ltv-vs-icl)=
 
 # %%
-best_k = max(plan.icl_shots, key=lambda k: est[ref_cols[k], "average"].value)
-best_col = ref_cols[best_k]
-
-# LTV − the best ICL setting and − zero-shot, averaged over tasks, paired on the same test queries
-gap = accuracy.paired(ltv_col, best_col)
-lift = accuracy.paired(ltv_col, "zero-shot")
-beats = [t for t in with_ltv if est[ltv_col, t].value > est[best_col, t].value]
+learned_any = bool(with_ltv)
+if learned_any:
+    best_k = max(plan.icl_shots, key=lambda k: est[ref_cols[k], "average"].value)
+    best_col = ref_cols[best_k]
+    # LTV − the best ICL setting and − zero-shot, averaged over tasks, paired on the same test queries
+    gap = accuracy.paired(ltv_col, best_col)
+    lift = accuracy.paired(ltv_col, "zero-shot")
+    beats = [t for t in with_ltv if est[ltv_col, t].value > est[best_col, t].value]
+    rule = threshold_rule(gap.value, gap.interval, -0.05, at_least=True)
+    intervals = {"LTV": est[ltv_col, "average"], best_col: est[best_col, "average"], f"LTV − {best_col}": gap}
+    ours = (f"LTV {format_estimate(est[ltv_col, 'average'])}, {best_col} {format_estimate(est[best_col, 'average'])}, "
+            f"LTV − {best_col} {format_estimate(gap)} ({len(with_ltv)} tasks)")
+    values = {"ltv": format_estimate(est[ltv_col, "average"]), "icl": format_estimate(est[best_col, "average"]),
+              "best": best_col, "gap": format_estimate(gap, bounds=True), "lift": format_estimate(lift),
+              "k": len(with_ltv), "beats": len(beats), "beats_names": ", ".join(beats) or "none"}
+else:
+    best_col = ref_cols[plan.icl_shots[-1]]
+    rule = not_testable("no LTV learned on any task in this run (every one is listed as \"did not learn\")")
+    intervals, ours = {}, "no LTV learned on any task"
+    values = {"best": best_col, "gap": "", "ltv": "", "icl": "", "lift": "", "k": 0, "beats": 0, "beats_names": "none"}
 claim = Claim(
     paper_claim=1,
     key="ltv-vs-icl",
     statement="A learned task vector at the middle layer, on zero-shot prompts, reaches ICL-level accuracy.",
     paper="LTV 83.49 % average over seven tasks (Llama-3.1-8B, middle layer); ICL for that setting not in our sources",
-    ours=f"LTV {format_estimate(est[ltv_col, 'average'])}, {best_col} {format_estimate(est[best_col, 'average'])}, "
-         f"LTV − {best_col} {format_estimate(gap)} ({len(with_ltv)} tasks)",
-    rule=threshold_rule(gap.value, gap.interval, -0.05, at_least=True),
-    intervals={"LTV": est[ltv_col, "average"], best_col: est[best_col, "average"], f"LTV − {best_col}": gap},
-    seeds=est[ltv_col, "average"].seeds,  # the fewest seeds that trained on any task
+    ours=ours,
+    rule=rule,
+    intervals=intervals,
+    seeds=est[ltv_col, "average"].seeds if learned_any else None,  # the fewest seeds that learned on any task
     evidence="ch00-table-accuracy",
     evidence_title="the accuracy table",
 )
-values = {"ltv": format_estimate(est[ltv_col, "average"]), "icl": format_estimate(est[best_col, "average"]),
-          "best": best_col, "gap": format_estimate(gap, bounds=True), "lift": format_estimate(lift),
-          "k": len(with_ltv), "beats": len(beats), "beats_names": ", ".join(beats) or "none"}
-display(Markdown(
-    f"On `{lm.name}`, averaged over the {len(with_ltv)} tasks with a trained LTV, the middle-layer LTV reaches "
-    f"**{values['ltv']}**, zero-shot prompts {format_estimate(est['zero-shot', 'average'])} and the best ICL "
-    f"setting ({best_col}) **{values['icl']}**. The LTV's lift over zero-shot is {values['lift']}; it is above "
-    f"{best_col} on {len(beats)} of {len(with_ltv)} tasks ({values['beats_names']}). Paper (Llama-3.1-8B, seven "
-    "tasks): LTV 83.49 %."
-))
+if learned_any:
+    display(Markdown(
+        f"On `{lm.name}`, averaged over the {len(with_ltv)} tasks with a learned LTV, the middle-layer LTV reaches "
+        f"**{values['ltv']}**, zero-shot prompts {format_estimate(est['zero-shot', 'average'])} and the best ICL "
+        f"setting ({best_col}) **{values['icl']}**. The LTV's lift over zero-shot is {values['lift']}; it is above "
+        f"{best_col} on {len(beats)} of {len(with_ltv)} tasks ({values['beats_names']}). Paper (Llama-3.1-8B, seven "
+        "tasks): LTV 83.49 %."
+    ))
 
 # %%
 interpret(claim, {
@@ -244,7 +254,8 @@ interpret(claim, {
         "These test queries cannot tell whether the LTV reaches ICL level: the interval of LTV − {best} ({gap}) "
         "straddles −5 points. More test queries or seeds (the `paper` profile) would narrow it."),
     Verdict.NOT_TESTABLE: (
-        "This run cannot compare the LTV with ICL (no LTV trained, or no ICL setting in this profile)."),
+        "This run cannot compare the LTV with ICL: no LTV learned on any task (each is listed as \"did not learn\" "
+        "in the training table)."),
 }, **values)
 
 # %%

@@ -68,3 +68,16 @@ def test_label_and_training_tables() -> None:
     assert training.loc[("sst2", 0), "validation score"] == "balanced accuracy"
     assert training.loc[("sst2", 0), "train seconds"] == 12.3
     assert "smollm2-135m" in tables.models_table().index
+
+
+def test_accuracy_table_without_a_learned_ltv() -> None:
+    """No LTV learned (every vector at its start): the table lists them as such and has no average to compare."""
+    tasks, icl, ltvs, records = setup()
+    ltvs["antonym"] = [ltv("antonym", 0, False), ltv("antonym", 1, False)]
+    acc = tables.accuracy_table(tasks, icl, ltvs, records, tables.reference_columns([0, 2]), "LTV", 2, LTVLedger())
+    assert acc.with_ltv == []
+    assert list(acc.table.index) == tasks  # no average row
+    assert acc.table.loc["antonym", "LTV"] == DID_NOT_TRAIN
+    assert ("LTV", "average") not in acc.est
+    fig, _ = tables.plot_accuracy(acc, tasks)
+    plt.close(fig)

@@ -141,10 +141,11 @@ def accuracy_table(tasks: Sequence[str], icl: Mapping[tuple[str, int], Mapping[s
         else:
             row[ltv_col] = DID_NOT_TRAIN if t in ltvs else "not trained in this profile"
         rows[t] = row
-    for col in correct:
-        est[col, "average"] = task_mean({t: correct[col][t] for t in with_ltv})
-    rows[f"average ({len(with_ltv)} tasks)"] = {n: sum(rows[t][n] for t in with_ltv) for n in ("n", "n (ICL)")} | {
-        col: estimate_cell(est[col, "average"]) for col in correct}
+    if with_ltv:  # the average row covers the tasks with a learned LTV; without one there is nothing to compare
+        for col in correct:
+            est[col, "average"] = task_mean({t: correct[col][t] for t in with_ltv})
+        rows[f"average ({len(with_ltv)} tasks)"] = {n: sum(rows[t][n] for t in with_ltv) for n in ("n", "n (ICL)")} | {
+            col: estimate_cell(est[col, "average"]) for col in correct}
     table = pd.DataFrame(rows).T[["n", "n (ICL)", *ref_cols.values(), ltv_col]]
     if (table["n"] == table["n (ICL)"]).all():
         table = table.drop(columns="n (ICL)")  # zero-shot, ICL and LTV on the same test queries
