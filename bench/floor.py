@@ -117,8 +117,8 @@ def floor_rows(lm, task: str, *, profile: str, layer: int | None = None, rate_se
         if cold:
             prompt_store.STORE.clear()  # the counted run makes the same first forwards
         flops, by_op, counted = counted_flops(lambda: train(seed))
-        rows.append({"run": name, "seed": seed, "wall_s": wall, "steps": ltv.steps, "counted_steps": counted.steps,
-                     "flops": flops, "by_op": by_op})
+        rows.append({"run": name, "seed": seed, "wall_s": wall, "steps": ltv.training.steps,
+                     "counted_steps": counted.steps, "flops": flops, "by_op": by_op})
     rates.append(gemm_rate(rate_seconds))
     rate = max(rates)
     for r in rows:
@@ -158,7 +158,7 @@ def seeds_rows(lm, task: str, *, profile: str, layer: int | None = None, n_seeds
     best = {k: min(v) for k, v in times.items()}
     return {"available": True, "seeds": n_seeds, "seconds": times, "best_s": best,
             "ratio": best["one after another"] / best["together"], "max_rel_diff": diff,
-            "steps": {k: [v.steps for v in vs] for k, vs in vectors.items()}}
+            "steps": {k: [v.training.steps for v in vs] for k, vs in vectors.items()}}
 
 
 def report(floor: dict, seeds: dict | None) -> str:

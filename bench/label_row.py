@@ -60,8 +60,9 @@ def measure(lm, task_name: str, *, profile: str = "cpu", layer: int | None = Non
     ltv = train_ltv(lm, task, layers=[layer], recipe=prof.recipe, seed=seed, splits=splits, progress=False)
     seconds = time.perf_counter() - t
     row = {"model": lm.name, "task": task.name, "layer": layer, "n_layers": lm.n_layers, "seed": seed,
-           "n_train": len(splits.train), "steps": ltv.steps, "seconds": seconds, "trained": ltv.trained,
-           "val_metric": ltv.val_metric, "best_val_score": ltv.best_val_score}
+           "n_train": len(splits.train), "steps": ltv.training.steps, "seconds": seconds,
+           "trained": ltv.training.trained, "val_metric": ltv.training.val_metric,
+           "best_val_score": ltv.training.best_val_score}
     for name, examples in (("val", list(splits.validation)), ("test", list(splits.test[:n_test]))):
         evalset = EvalSet(lm, task, examples)
         with_ltv = evaluate(evalset, ltv.edits())

@@ -54,7 +54,7 @@ def stages(lm, task: str, sizes, *, layer: int | None = None, shots: int = 0) ->
     yield row("model loaded", time.time())
     t0 = time.time()
     ltv = trained_ltv(lm, task, sizes, layers=[layer])
-    yield row(f"LTV trained at layer {layer} ({ltv.steps} steps, trained: {ltv.trained})", t0)
+    yield row(f"LTV trained at layer {layer} ({ltv.training.steps} steps, trained: {ltv.training.trained})", t0)
     t0 = time.time()
     ltv_accuracy(lm, ltv, sizes)
     yield row("evaluated zero-shot", t0)

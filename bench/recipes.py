@@ -41,8 +41,9 @@ def measure(lm, task: str, recipe: str, *, profile: str, layer: int | None = Non
     test = evaluate(EvalSet(lm, task, splits.test[:n_test]), ltv.edits())
     return {
         "recipe": recipe, "model": lm.name, "task": task, "layer": layer, "wall_s": wall, "cpu_s": cpu,
-        "steps": ltv.steps, "samples": ltv.steps * ltv.config.batch_size, "trained": ltv.trained,
-        "val_accuracy": ltv.best_val_accuracy, "test_accuracy": test.accuracy, "n_test": test.n,
+        "steps": ltv.training.steps, "samples": ltv.training.steps * ltv.config.batch_size,
+        "trained": ltv.training.trained,
+        "val_accuracy": ltv.training.best_val_accuracy, "test_accuracy": test.accuracy, "n_test": test.n,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
 

@@ -116,8 +116,8 @@ def child(args: argparse.Namespace) -> None:
         seconds, cpu_seconds = (time.perf_counter() - t) / len(group), (time.process_time() - cpu) / len(group)
         for (_, _, seed), ltv in zip(group, ltvs):
             records.append({"task": task, "layer": layer, "seed": seed, "seconds": seconds, "cpu_seconds": cpu_seconds,
-                            "together": len(group), "steps": ltv.steps, "best_val_accuracy": ltv.best_val_accuracy,
-                            "trained": ltv.trained})
+                            "together": len(group), "steps": ltv.training.steps,
+                            "best_val_accuracy": ltv.training.best_val_accuracy, "trained": ltv.training.trained})
             vectors[f"{task}/{layer}/{seed}"] = ltv.vectors
             print(json.dumps(records[-1]), flush=True)
     wall = time.perf_counter() - start

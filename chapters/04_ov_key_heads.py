@@ -114,7 +114,7 @@ display(Markdown(tables.describe_setup(lm, profile, run, plan.n_queries, label_l
 # %%
 t0 = time.perf_counter()
 ltvs = {t: trained_ltv(lm, t, run, layers=[mid], seed=seed) for t in task_list}
-trained = {t: ltvs[t].trained is True for t in task_list}
+trained = {t: ltvs[t].training.trained is True for t in task_list}
 deciding = [t for t in label_list if trained[t]]
 display(tables.vectors_table(ltvs, label_list, ledger))
 display(ledger.summary())

@@ -104,7 +104,7 @@ display(Markdown(tables.describe_setup(lm, profile, run, cfg, n_draws, plan, lab
 t0 = time.perf_counter()
 points = [(t, l) for t, ls in plan.items() for l in ls]
 ltvs = {(t, l): trained_ltv(lm, t, run, layers=[l], seed=seed) for t, l in points}
-trained = {p: ltvs[p].trained is True for p in points}
+trained = {p: ltvs[p].training.trained is True for p in points}
 # an untrained vector is its random start: nothing of it is measured or shown
 res = {p: cached_linearity(lm, p[0], run, p[1], config=cfg, seed=seed) for p in points if trained[p]}
 ctl = {p: cached_linearity_control(lm, p[0], run, p[1], config=cfg, seed=seed, n_draws=n_draws)

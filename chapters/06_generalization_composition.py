@@ -204,13 +204,13 @@ plt.show()
 # %%
 nli = "snli" in sizes.tasks and "rte" in sizes.tasks
 s0 = sizes.transfer_seeds[0]
-snli_ok = nli and all_ltvs[("snli", s0)].trained is True
+snli_ok = nli and all_ltvs[("snli", s0)].training.trained is True
 rte_cells, n_rte = {}, 0
 if nli:
     assert shared_labels("snli", "rte") == ("True", "False")
     rand = random_transfer(lm, all_ltvs[("snli", s0)], "rte", run, n_draws=sizes.control_draws, seed=seed)
     snli_rte = gen_tables.snli_rte(transfer, rand, zero, task_splits("rte", run).test, snli_ok,
-                                   all_ltvs[("rte", s0)].trained is True, sizes.tasks, sizes.control_draws)
+                                   all_ltvs[("rte", s0)].training.trained is True, sizes.tasks, sizes.control_draws)
     rte_cells, n_rte = snli_rte.rte_cells, snli_rte.n_rte
     display(gen_tables.snli_rte_table(snli_rte))
     display(Markdown(f"Paper (Llama-3.1-8B): SNLI LTV on RTE {PAPER_SNLI_TO_RTE} %. Top-1 tokens of RTE prompts "

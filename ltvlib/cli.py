@@ -399,6 +399,7 @@ def _train(args: argparse.Namespace, log: Any) -> int:
                     progress=not args.no_progress)
     scores = evaluate_conditions(lm, task, splits, ltv, shots=args.shots, seed=args.seed, log=log)
     seconds = time.perf_counter() - start
+    t = ltv.training
 
     stem = f"{_slug(task.name)}__{_slug(args.model)}__L{layer}__seed{args.seed}"
     vector_path = args.out / f"{stem}.safetensors"
@@ -413,12 +414,12 @@ def _train(args: argparse.Namespace, log: Any) -> int:
         "splits": {"seed": 0, "train": len(splits.train), "validation": len(splits.validation),
                    "test": len(splits.test), "balanced": balanced},
         "results": {what: s.to_dict() for what, s in scores.items()},
-        "training": {"steps": ltv.steps, "seconds": ltv.seconds, "best_val_accuracy": ltv.best_val_accuracy,
-                     "attempts": ltv.attempts, "learned": ltv.learned,
-                     "learned_rule": {"val_accuracy_wilson_low": ltv.val_accuracy_low, "val_queries": ltv.val_n,
-                                      "no_vector_val_accuracy": ltv.no_vector_val_accuracy,
-                                      "majority_val_rate": ltv.majority_val_rate}},
-        "warnings": [] if ltv.learned else [_not_learned(ltv)],
+        "training": {"steps": t.steps, "seconds": t.seconds, "best_val_accuracy": t.best_val_accuracy,
+                     "attempts": t.attempts, "learned": t.learned,
+                     "learned_rule": {"val_accuracy_wilson_low": t.val_accuracy_low, "val_queries": t.val_n,
+                                      "no_vector_val_accuracy": t.no_vector_val_accuracy,
+                                      "majority_val_rate": t.majority_val_rate}},
+        "warnings": [] if t.learned else [_not_learned(ltv)],
         "seconds": seconds, "vector": vector_path.name, "code_version": code_version(),
     }
     ltv.save(vector_path)
@@ -430,13 +431,13 @@ def _train(args: argparse.Namespace, log: Any) -> int:
           f"{' (label-balanced)' if balanced else ''} / {len(splits.test)} test (seed 0)")
     if cuts:
         print(f"inputs   {_cut_line(cuts, args.max_tokens)}")
-    print(f"training {ltv.steps} steps in {ltv.seconds:.0f} s, validation accuracy {ltv.best_val_accuracy:.3f}")
+    print(f"training {t.steps} steps in {t.seconds:.0f} s, validation accuracy {t.best_val_accuracy:.3f}")
     print("test accuracy, first token (95 % Wilson interval):")
     for what in ("zero-shot", f"{args.shots}-shot ICL", "LTV"):
         if what in scores:
             print("  " + scores[what].line(what))
     _print_predicted(scores["LTV"])
-    if not ltv.learned:
+    if not t.learned:
         print(f"WARNING  {_not_learned(ltv)}")
         log(f"warning: {_not_learned(ltv)}")
     print(f"saved    {vector_path}")
@@ -446,10 +447,11 @@ def _train(args: argparse.Namespace, log: Any) -> int:
 
 def _not_learned(ltv: Any) -> str:
     """The warning for a vector that did not learn (:func:`ltvlib.ltv.learned_rule`), with the numbers it failed."""
-    return (f"the vector did not learn after {ltv.attempts} attempt(s): the lower end of its validation accuracy's "
-            f"95 % interval ({ltv.val_accuracy_low:.3f} over {ltv.val_n} queries) is not above both the accuracy "
-            f"without a vector ({ltv.no_vector_val_accuracy:.3f}) and the majority answer's rate "
-            f"({ltv.majority_val_rate:.3f}); do not report it as a learned task vector")
+    t = ltv.training
+    return (f"the vector did not learn after {t.attempts} attempt(s): the lower end of its validation accuracy's "
+            f"95 % interval ({t.val_accuracy_low:.3f} over {t.val_n} queries) is not above both the accuracy "
+            f"without a vector ({t.no_vector_val_accuracy:.3f}) and the majority answer's rate "
+            f"({t.majority_val_rate:.3f}); do not report it as a learned task vector")
 
 
 def _eval(args: argparse.Namespace, log: Any) -> int:

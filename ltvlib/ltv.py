@@ -50,6 +50,7 @@ from .cache import atomic_write_bytes, cache_path, code_version, read_cached, ta
 from .evaluate import EvalSet, evaluate
 from .forward import PromptRunner, Tail, tail_needed
 from .inject import VectorEdit, resolve_positions
+from .ltv_record import TrainingRecord
 from .memo import memo, model_serial
 from .prompts import answer_ids, encode_prompts, sample_demos
 from .sites import check_layer
@@ -236,7 +237,8 @@ class TrainingDivergedError(FloatingPointError):
 
 @dataclass(frozen=True, eq=False)
 class LearnedTaskVector:
-    """A trained LTV and how it was made (immutable: :func:`dataclasses.replace` makes a changed copy).
+    """A trained LTV, where it came from and how its training went (immutable: :func:`dataclasses.replace` makes
+    a changed copy).
 
     Attributes:
         vectors: ``(len(layers) * len(positions), d_model)``; row ``i * len(positions) + j`` goes to
@@ -244,28 +246,9 @@ class LearnedTaskVector:
         layers, positions: the grid of sites.
         model, task, recipe, seed, shots: provenance.
         config: the training config.
-        curve: one record per step (``step``, ``loss``, ``lr``: the first vector's effective learning rate)
-            and per epoch (``epoch``, ``val_accuracy``, ``val_balanced_accuracy``, ``val_score``).
-        best_val_accuracy: validation accuracy of the kept vector; start_val_accuracy: of the starting one.
-        val_metric: the score early stopping compared (``"accuracy"`` or ``"balanced_accuracy"``);
-            best_val_score, start_val_score: that score for the kept and the starting vector.
-        steps_to_best: optimiser steps taken when the kept vector was reached (0: the starting vector).
-        learned: whether the vector learned (:func:`learned_rule`): its validation score rose above its random
-            start's, and the lower end of the 95 % Wilson interval of its validation accuracy (``val_accuracy_low``,
-            over ``val_n`` queries) lies above the better of ``no_vector_val_accuracy`` (the validation prompts
-            without a vector: zero-shot for a zero-shot LTV) and ``majority_val_rate`` (the share of the
-            validation queries whose answer is the most common one). False: it must not be reported as a learned
-            vector. None: unknown (a file that predates the rule).
-        trained: the same as ``learned`` for vectors trained under the rule (the name tables and ledgers read);
-            in older files, whether the kept score was strictly above the start's (None: unknown).
-        stream_rms: per row of ``vectors``, the stream RMS its steps were scaled by (None: absolute recipe).
-        effective_lr, effective_init: per row, the peak learning rate and initial range actually used (by the
-            kept attempt).
-        attempts: training runs made (1, plus one per retry of :attr:`TrainConfig.retries_without_progress`:
-            a run that did not learn is retried);
-            attempt_scores: the best validation score of each (the last is the kept one's).
-        steps: optimiser steps taken; seconds: wall time of :func:`train_ltv`, including building the
-            prompt caches, measuring the stream and every validation pass.
+        training: the training telemetry and outcome (:class:`ltvlib.ltv_record.TrainingRecord`: curve, steps,
+            seconds, attempts, validation scores, step sizes, whether it learned); its defaults for a vector
+            built by hand.
     """
 
     vectors: Tensor
@@ -277,26 +260,7 @@ class LearnedTaskVector:
     seed: int
     shots: int
     config: TrainConfig
-    curve: list[dict[str, float | None]] = field(default_factory=list)
-    best_val_accuracy: float = float("nan")
-    steps: int = 0
-    seconds: float = 0.0
-    start_val_accuracy: float = float("nan")
-    val_metric: str = "accuracy"
-    best_val_score: float = float("nan")
-    start_val_score: float = float("nan")
-    steps_to_best: int | None = None
-    trained: bool | None = None
-    stream_rms: tuple[float, ...] | None = None
-    effective_lr: tuple[float, ...] = ()
-    effective_init: tuple[float, ...] = ()
-    attempts: int = 1
-    attempt_scores: tuple[float, ...] = ()
-    learned: bool | None = None
-    no_vector_val_accuracy: float = float("nan")
-    majority_val_rate: float = float("nan")
-    val_accuracy_low: float = float("nan")
-    val_n: int = 0
+    training: TrainingRecord = field(default_factory=TrainingRecord)
 
     def edits(self, scale: float = 1.0, *, layer: int | None = None) -> list[VectorEdit]:
         """The vectors as injections (added at the block input), each times ``scale``. ``layer``: None puts
@@ -317,9 +281,15 @@ class LearnedTaskVector:
 
         return apply_edits(lm, self.edits(scale, layer=layer))
 
-    def metadata(self) -> dict[str, Any]:
-        meta = {k: v for k, v in asdict(self).items() if k not in ("vectors", "config")}
-        meta["config"] = asdict(self.config)
+    def metadata(self, *, without: Sequence[str] = ()) -> dict[str, Any]:
+        """Everything but the vectors, as JSON-ready values: provenance, ``config`` and ``training`` as dicts.
+        ``without``: training fields given as None (e.g. ``("curve",)`` for a result key that should not
+        carry the whole curve)."""
+        meta = {k: v for k, v in asdict(self).items() if k != "vectors"}
+        for name in without:
+            if name not in meta["training"]:
+                raise ValueError(f"unknown training field {name!r}; allowed: {', '.join(meta['training'])}")
+            meta["training"][name] = None
         return meta
 
     def save(self, path: str | Path) -> Path:
@@ -337,11 +307,10 @@ class LearnedTaskVector:
     def load(cls, path: str | Path) -> LearnedTaskVector:
         """Read a file written by :meth:`save`.
 
-        Files written before a result said whether it trained lack ``start_val_accuracy``, ``steps_to_best``
-        and ``trained``: they are derived from the stored curve, exactly, since those runs stopped on plain
-        accuracy and kept the first epoch that beat every earlier one (``trained=None`` when the curve is
-        empty). Their configs predate ``relative_to_stream`` and ``early_stopping``: absolute numbers and
-        plain accuracy, as they were trained.
+        Files whose training fields sat beside the provenance (no ``training`` entry) are read into a
+        :class:`~ltvlib.ltv_record.TrainingRecord` (:meth:`~ltvlib.ltv_record.TrainingRecord.from_flat_metadata`,
+        which also derives the outcome of the oldest files from their curve). Configs that predate
+        ``relative_to_stream`` and ``early_stopping``: absolute numbers and plain accuracy, as they were trained.
         """
         from safetensors import safe_open
 
@@ -352,25 +321,11 @@ class LearnedTaskVector:
         meta["config"] = TrainConfig(**meta["config"])
         meta["layers"] = tuple(meta["layers"])
         meta["positions"] = tuple(meta["positions"])
-        for name in ("stream_rms", "effective_lr", "effective_init", "attempt_scores"):
-            if meta.get(name) is not None:
-                meta[name] = tuple(meta[name])
-        if "trained" not in meta:
-            meta.update(_outcome_from_curve(meta.get("curve", [])))
+        if "training" in meta:
+            meta["training"] = TrainingRecord.from_metadata(meta["training"])
+        else:
+            meta["training"] = TrainingRecord.from_flat_metadata(meta)
         return cls(vectors=vectors, **meta)
-
-
-def _outcome_from_curve(curve: list[dict[str, Any]]) -> dict[str, Any]:
-    """``start_val_accuracy``, ``steps_to_best`` and ``trained`` of a run that stopped on plain accuracy."""
-    epochs = [c for c in curve if "val_accuracy" in c]
-    if not epochs:
-        return {"trained": None}
-    start, best, at = epochs[0]["val_accuracy"], epochs[0]["val_accuracy"], 0
-    for c in epochs[1:]:
-        if c["val_accuracy"] > best:
-            best, at = c["val_accuracy"], int(c["step"])
-    return {"start_val_accuracy": start, "start_val_score": start, "best_val_score": best, "steps_to_best": at,
-            "trained": best > start, "val_metric": "accuracy"}
 
 
 def answer_loss(logits: Tensor, answers: Sequence[Sequence[int]], valid: Tensor) -> Tensor:
@@ -531,7 +486,7 @@ def train_ltv(
     schedule, early stopping and retries; each run equals ``seed=s``'s within float tolerance, as a batch of other
     rows sums in another order). Three seeds at SmolLM2-135M's middle layer took 1/1.28 of the time of one after
     another (TREC 1.66x, SST-2 1.32x, Antonym 1.04x; ``bench/seeds_together.py``). With demonstrations or without
-    cached prefixes the seeds run one after another. ``seconds`` is then the whole call's wall time.
+    cached prefixes the seeds run one after another. ``training.seconds`` is then the whole call's wall time.
 
     With ``cache=True`` vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (:func:`ltv_cache_path`; see
     :mod:`ltvlib.cache`); the key holds the model name, the task's definition and the bytes of its data files
@@ -679,13 +634,18 @@ def _train_runs(
         for group in ([pending] if together else [[s] for s in pending]):
             for ltv in _attempt(lm, task, group, factors, layers=layers, positions=positions, shots=shots,
                                 config=config, splits=splits, progress=progress, baselines=baselines):
-                scores[ltv.seed].append(ltv.best_val_score)
-                results[ltv.seed] = ltv
-        pending = [s for s in pending if not results[s].learned and len(scores[s]) <= config.retries_without_progress]
+                scores[ltv.seed].append(ltv.training.best_val_score)
+                # keep the best attempt: a retry at a smaller step that scores worse must not replace it
+                kept = results.get(ltv.seed)
+                if kept is None or ltv.training.learned or ltv.training.best_val_score > kept.training.best_val_score:
+                    results[ltv.seed] = ltv
+        pending = [s for s in pending
+                   if not results[s].training.learned and len(scores[s]) <= config.retries_without_progress]
         for s in pending:
             factors[s] *= config.retry_lr_factor
     seconds = time.perf_counter() - start
-    return [replace(results[s], attempts=len(scores[s]), attempt_scores=tuple(scores[s]), seconds=seconds)
+    return [replace(results[s], training=replace(results[s].training, attempts=len(scores[s]),
+                                                 attempt_scores=tuple(scores[s]), seconds=seconds))
             for s in seeds]
 
 
@@ -846,14 +806,15 @@ def _attempt(
         learned = above and run.best_score > run.start_score
         out.append(LearnedTaskVector(
             vectors=cast(Tensor, run.best).cpu(), layers=layers, positions=positions, model=lm.name, task=task.name,
-            recipe=config.recipe, seed=run.seed, shots=shots, config=config, curve=run.curve,
-            best_val_accuracy=accuracy, steps=run.step, seconds=time.perf_counter() - start,
-            start_val_accuracy=run.accuracies[0], val_metric=metric, best_val_score=run.best_score,
-            start_val_score=run.start_score, steps_to_best=run.best_step, trained=learned,
-            stream_rms=tuple(rms) if rms is not None else None, effective_lr=run.effective_lr,
-            effective_init=tuple(config.init_range * s for s in scales), learned=learned,
-            no_vector_val_accuracy=baselines[run.seed], majority_val_rate=majority, val_accuracy_low=low,
-            val_n=len(val),
+            recipe=config.recipe, seed=run.seed, shots=shots, config=config, training=TrainingRecord(
+                curve=run.curve, best_val_accuracy=accuracy, steps=run.step, seconds=time.perf_counter() - start,
+                start_val_accuracy=run.accuracies[0], val_metric=metric, best_val_score=run.best_score,
+                start_val_score=run.start_score, steps_to_best=run.best_step, trained=learned,
+                stream_rms=tuple(rms) if rms is not None else None, effective_lr=run.effective_lr,
+                effective_init=tuple(config.init_range * s for s in scales), learned=learned,
+                no_vector_val_accuracy=baselines[run.seed], majority_val_rate=majority, val_accuracy_low=low,
+                val_n=len(val),
+            ),
         ))
     return out
 

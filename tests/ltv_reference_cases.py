@@ -43,10 +43,10 @@ def splits(task: str):
 
 def outcome(ltv: Any) -> dict[str, Any]:
     """What the reference pins: the kept vectors, the whole curve and the run's numbers."""
-    return {"vectors": ltv.vectors.clone(), "curve": list(ltv.curve), "steps": ltv.steps,
-            "steps_to_best": ltv.steps_to_best, "best_val_accuracy": ltv.best_val_accuracy,
-            "best_val_score": ltv.best_val_score, "start_val_score": ltv.start_val_score,
-            "effective_lr": tuple(ltv.effective_lr), "effective_init": tuple(ltv.effective_init)}
+    return {"vectors": ltv.vectors.clone(), "curve": list(ltv.training.curve), "steps": ltv.training.steps,
+            "steps_to_best": ltv.training.steps_to_best, "best_val_accuracy": ltv.training.best_val_accuracy,
+            "best_val_score": ltv.training.best_val_score, "start_val_score": ltv.training.start_val_score,
+            "effective_lr": tuple(ltv.training.effective_lr), "effective_init": tuple(ltv.training.effective_init)}
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study import across_models_tables as tables
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
 
@@ -24,8 +25,10 @@ def flags(k: int) -> list[int]:
 
 
 def ltv(layer: int, trained: bool) -> SimpleNamespace:
-    return SimpleNamespace(task="antonym", layers=(layer,), positions=(-1,), seed=0, recipe="fast", trained=trained,
-                           start_val_score=0.1, best_val_score=0.6, steps_to_best=3, vectors=torch.tensor([3.0, 4.0]))
+    return SimpleNamespace(task="antonym", layers=(layer,), positions=(-1,), seed=0, recipe="fast",
+                           vectors=torch.tensor([3.0, 4.0]),
+                           training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.6,
+                                                   steps_to_best=3))
 
 
 def model_results(trained: bool) -> dict:

@@ -147,7 +147,7 @@ def test_composition_result_end_to_end_and_cached(llama, cache):
     assert comp.composition_result(llama, run, sizes, seed=0) == r
     assert len(list((cache / "vectors" / "ltv").glob("*.safetensors"))) == 3
     again = comp.composition_ltv(llama, comp.EN_FR, run, comp.composition_data(run), seed=0)
-    assert again.steps > 0
+    assert again.training.steps > 0
 
 
 def test_first_token_clashes_are_reported(llama):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import matplotlib
@@ -9,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study.composition import COMPONENTS, COMPOSED, TASKS
 from ltvlib.study.composition_tables import CompositionView, data_summary, data_table, rows_of
 from ltvlib.study.ltv_report import LTVLedger
@@ -28,8 +30,9 @@ def result(seed: int, k: int) -> dict:
 
 
 def ltv(task: str, seed: int, trained: bool) -> SimpleNamespace:
-    return SimpleNamespace(task=task, layers=(4,), positions=(-1,), seed=seed, recipe="fast", trained=trained,
-                           start_val_score=0.1, best_val_score=0.5, steps_to_best=1)
+    return SimpleNamespace(task=task, layers=(4,), positions=(-1,), seed=seed, recipe="fast",
+                           training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.5,
+                                                   steps_to_best=1))
 
 
 def test_rows_of() -> None:
@@ -40,7 +43,7 @@ def test_rows_of() -> None:
 def test_view_counts_only_trained_seeds() -> None:
     results = [result(0, 4), result(1, 2)]
     comp_ltvs = {(t, s): ltv(t, s, not (t == COMPONENTS[1] and s == 1)) for t in TASKS for s in (0, 1)}
-    comp_ltvs[(COMPOSED, 0)].trained = False
+    comp_ltvs[(COMPOSED, 0)].training = replace(comp_ltvs[(COMPOSED, 0)].training, trained=False)
     ledger = LTVLedger()
     view = CompositionView.from_ledger(results, comp_ltvs, ledger)
     assert [r["seed"] for r in view.sum_seeds] == [0] and [r["seed"] for r in view.own_seeds] == [1]

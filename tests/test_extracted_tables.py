@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study import extracted_tables as tables
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
 
@@ -34,8 +35,9 @@ def extracted() -> dict:
 
 
 def ltv(trained: bool, seed: int = 0) -> SimpleNamespace:
-    return SimpleNamespace(task="t", layers=(4,), positions=(-1,), seed=seed, recipe="fast", trained=trained,
-                           start_val_score=0.1, best_val_score=0.5, steps_to_best=1, steps=7, seconds=3.4)
+    return SimpleNamespace(task="t", layers=(4,), positions=(-1,), seed=seed, recipe="fast",
+                           training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.5,
+                                                   steps_to_best=1, steps=7, seconds=3.4))
 
 
 def test_references_and_extracted() -> None:

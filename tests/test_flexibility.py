@@ -341,6 +341,7 @@ def test_position4_training_on_the_per_row_tail_equals_full_forwards(tiny):
     runs = [train_ltv(tiny, "antonym", layers=[1], positions=[4], recipe=with_config(config, prefix_cache=cache),
                       splits=splits, progress=False) for cache in (True, False)]
     cached, full = runs
-    assert cached.steps == full.steps == 4
+    assert cached.training.steps == full.training.steps == 4
     torch.testing.assert_close(cached.vectors, full.vectors, atol=1e-5, rtol=1e-4)
-    assert [c.get("val_accuracy") for c in cached.curve] == [c.get("val_accuracy") for c in full.curve]
+    assert ([c.get("val_accuracy") for c in cached.training.curve]
+            == [c.get("val_accuracy") for c in full.training.curve])

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study.flexibility import PAPER_COLUMNS, Setting, SettingResult
 from ltvlib.study.flexibility_tables import FlexView, short
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
@@ -23,9 +24,10 @@ LATE = Setting("late28", "P={-1}, L={28}", (28,), (-1,))
 
 
 def ltv(task: str, seed: int, trained: bool = True) -> SimpleNamespace:
-    return SimpleNamespace(task=task, layers=(15,), positions=(-1,), seed=seed, recipe="fast", trained=trained,
-                           start_val_score=0.1, best_val_score=0.5, steps_to_best=2, steps=4, seconds=2.0,
-                           config=SimpleNamespace(prefix_cache=True))
+    return SimpleNamespace(task=task, layers=(15,), positions=(-1,), seed=seed, recipe="fast",
+                           config=SimpleNamespace(prefix_cache=True),
+                           training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.5,
+                                                   steps_to_best=2, steps=4, seconds=2.0))
 
 
 def row(k: int) -> np.ndarray:

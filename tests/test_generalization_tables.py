@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study import generalization_tables as gt
 from ltvlib.study.generalization import initial_vectors
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
@@ -20,9 +21,11 @@ D = 16
 
 
 def ltv(task: str, seed: int, direction: torch.Tensor, trained: bool = True) -> SimpleNamespace:
-    v = SimpleNamespace(task=task, layers=(4,), positions=(-1,), seed=seed, recipe="fast", trained=trained,
-                        start_val_score=0.1, best_val_score=0.5, best_val_accuracy=0.5, steps_to_best=1, steps=2,
-                        seconds=1.04, effective_init=(0.01,), config=SimpleNamespace(init_range=0.01))
+    v = SimpleNamespace(task=task, layers=(4,), positions=(-1,), seed=seed, recipe="fast",
+                        config=SimpleNamespace(init_range=0.01),
+                        training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.5,
+                                                best_val_accuracy=0.5, steps_to_best=1, steps=2, seconds=1.04,
+                                                effective_init=(0.01,)))
     v.vectors = torch.zeros(1, D)
     v.vectors = initial_vectors(v) + direction[None]
     return v

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study import linearity_tables as tables
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
 
@@ -22,8 +23,9 @@ def rec(k: int) -> dict:
 
 
 def ltv(layer: int, trained: bool = True) -> SimpleNamespace:
-    return SimpleNamespace(task="sst2", layers=(layer,), positions=(-1,), seed=0, recipe="fast", trained=trained,
-                           start_val_score=0.1, best_val_score=0.6, steps_to_best=1)
+    return SimpleNamespace(task="sst2", layers=(layer,), positions=(-1,), seed=0, recipe="fast",
+                           training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.6,
+                                                   steps_to_best=1))
 
 
 def ctl_record(layer: int) -> dict:
@@ -51,7 +53,7 @@ POINTS = [("sst2", l) for l in PLAN["sst2"]]
 
 def setup() -> tuple:
     ltvs = {p: ltv(p[1], p[1] != 5) for p in POINTS}
-    trained = {p: ltvs[p].trained for p in POINTS}
+    trained = {p: ltvs[p].training.trained for p in POINTS}
     ctl = {p: ctl_record(p[1]) for p in POINTS if trained[p]}
     res = {p: res_record() for p in POINTS if trained[p]}
     return ltvs, trained, ctl, res

@@ -25,6 +25,7 @@ from ltvlib.ltv import (
     validation_metric,
     with_config,
 )
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.tasks import load_splits
 
 SMALL = {"n_train": 48, "n_val": 16}
@@ -35,12 +36,12 @@ def _splits(task="antonym"):
 
 
 def _first_loss(ltv: LearnedTaskVector, k: int = 3) -> float:
-    losses = [c["loss"] for c in ltv.curve if "loss" in c]
+    losses = [c["loss"] for c in ltv.training.curve if "loss" in c]
     return sum(losses[:k]) / k
 
 
 def _last_loss(ltv: LearnedTaskVector, k: int = 3) -> float:
-    losses = [c["loss"] for c in ltv.curve if "loss" in c]
+    losses = [c["loss"] for c in ltv.training.curve if "loss" in c]
     return sum(losses[-k:]) / k
 
 
@@ -57,7 +58,7 @@ def _last_loss(ltv: LearnedTaskVector, k: int = 3) -> float:
 )
 def test_recipes_lower_the_loss(tiny, config):
     ltv = train_ltv(tiny, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
-    assert ltv.steps == config.epochs * -(-config.samples_per_epoch // config.batch_size)
+    assert ltv.training.steps == config.epochs * -(-config.samples_per_epoch // config.batch_size)
     assert _last_loss(ltv) < _first_loss(ltv)
     assert ltv.vectors.shape == (1, tiny.d_model)
 
@@ -86,9 +87,11 @@ def test_save_load_round_trip(llama, tmp_path):
     back = LearnedTaskVector.load(path)
     assert torch.equal(back.vectors, ltv.vectors)
     assert back.metadata() == ltv.metadata()
-    assert back.trained is ltv.trained is not None and back.steps_to_best == ltv.steps_to_best
-    assert back.start_val_accuracy == ltv.start_val_accuracy and back.stream_rms == ltv.stream_rms
-    assert back.effective_lr == ltv.effective_lr and back.config == ltv.config
+    t, b = ltv.training, back.training
+    assert b.trained is t.trained is not None and b.steps_to_best == t.steps_to_best
+    assert b.start_val_accuracy == t.start_val_accuracy and b.stream_rms == t.stream_rms
+    assert b.effective_lr == t.effective_lr and back.config == ltv.config
+    assert isinstance(b, TrainingRecord) and isinstance(b.effective_lr, tuple)
     # the loaded vector evaluates like the original
     es = EvalSet(llama, "antonym", _splits().test[:8])
     assert evaluate(es, back.edits()).correct == evaluate(es, ltv.edits()).correct
@@ -230,7 +233,7 @@ def test_default_recipe_lowers_the_loss_at_the_first_and_the_last_layer(tiny, wh
     splits = _splits()
     config = _full_batch_default(len(splits.train))
     ltv = train_ltv(tiny, "antonym", layers=[layer], recipe=config, splits=splits, progress=False)
-    losses = [c["loss"] for c in ltv.curve if "loss" in c]
+    losses = [c["loss"] for c in ltv.training.curve if "loss" in c]
     assert len(losses) == 64
     # the first loss is the starting vector's, the last one after 63 relative steps, on the same 48 queries;
     # float noise of the same batch in another order is ~1e-6
@@ -262,13 +265,13 @@ def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama, weigh
     expected = [rms(l, c) for l in (0, 2) for c in (last - 1, last)]
     final = [rms(top, c) for _ in (0, 2) for c in (last - 1, last)]
     assert final[0] != pytest.approx(expected[0], rel=0.05)  # the two streams differ, so the blend is tested
-    assert ltv.stream_rms == pytest.approx(expected, rel=1e-6)
+    assert ltv.training.stream_rms == pytest.approx(expected, rel=1e-6)
     blend = [s ** (1 - weight) * t ** weight for s, t in zip(expected, final)]
     # four vectors share the step: each takes a quarter (lr_vector_count_exponent=1)
-    assert ltv.effective_lr == pytest.approx([FAST_RECIPE.lr * b / 4 for b in blend], rel=1e-6)
-    assert ltv.effective_init == pytest.approx([FAST_RECIPE.init_range * r for r in expected], rel=1e-12)
+    assert ltv.training.effective_lr == pytest.approx([FAST_RECIPE.lr * b / 4 for b in blend], rel=1e-6)
+    assert ltv.training.effective_init == pytest.approx([FAST_RECIPE.init_range * r for r in expected], rel=1e-12)
     # each row starts inside its own site's range
-    for row, init in zip(ltv.vectors, ltv.effective_init):
+    for row, init in zip(ltv.vectors, ltv.training.effective_init):
         assert float(row.abs().max()) <= init
 
 
@@ -329,8 +332,8 @@ def test_a_ten_times_larger_stream_gets_ten_times_larger_steps():
         big.model.get_input_embeddings().weight.mul_(10)  # the stream entering block 0 is the embedding
     a = train_ltv(small, "antonym", layers=[0], recipe=config, splits=_splits(), progress=False)
     b = train_ltv(big, "antonym", layers=[0], recipe=config, splits=_splits(), progress=False)
-    assert b.stream_rms[0] == pytest.approx(10 * a.stream_rms[0], rel=1e-5)
-    assert b.effective_lr[0] == pytest.approx(10 * a.effective_lr[0], rel=1e-5)
+    assert b.training.stream_rms[0] == pytest.approx(10 * a.training.stream_rms[0], rel=1e-5)
+    assert b.training.effective_lr[0] == pytest.approx(10 * a.training.effective_lr[0], rel=1e-5)
     assert torch.allclose(b.vectors, 10 * a.vectors, rtol=1e-5, atol=0)  # same draw, scaled start
 
 
@@ -339,8 +342,8 @@ def test_the_paper_recipe_keeps_its_absolute_numbers(llama):
     assert PAPER_RECIPE.early_stopping == "accuracy"  # the released code compares plain accuracy
     ltv = train_ltv(llama, "antonym", layers=[0, 2], recipe=with_config(PAPER_RECIPE, epochs=0), splits=_splits(),
                     progress=False)
-    assert ltv.stream_rms is None
-    assert ltv.effective_lr == (5e-3, 5e-3) and ltv.effective_init == (0.1, 0.1)
+    assert ltv.training.stream_rms is None
+    assert ltv.training.effective_lr == (5e-3, 5e-3) and ltv.training.effective_init == (0.1, 0.1)
     # the same draw as before relative steps existed: U(-0.1, 0.1) from the seed's generator
     gen = torch.Generator().manual_seed(0)
     assert torch.equal(ltv.vectors, (torch.rand(2, llama.d_model, generator=gen) * 2 - 1) * 0.1)
@@ -371,13 +374,14 @@ def test_absolute_recipe_blends_like_the_trainer(weight):
                                     with_config(FAST_RECIPE, epochs=0)], ids=["lr=0", "no epochs"])
 def test_an_untrained_run_says_so(llama, config):
     ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
-    assert ltv.trained is False
-    assert ltv.steps_to_best == 0
-    assert ltv.best_val_score == ltv.start_val_score and ltv.best_val_accuracy == ltv.start_val_accuracy
-    assert ltv.seconds > 0
+    assert ltv.training.trained is False
+    assert ltv.training.steps_to_best == 0
+    t = ltv.training
+    assert t.best_val_score == t.start_val_score and t.best_val_accuracy == t.start_val_accuracy
+    assert ltv.training.seconds > 0
     # the fast recipe retries a run that did not train (twice, each at a third of the learning rate)
-    assert ltv.attempts == 1 + FAST_RECIPE.retries_without_progress == 3
-    assert len(ltv.attempt_scores) == 3 and ltv.attempt_scores[-1] == ltv.best_val_score
+    assert ltv.training.attempts == 1 + FAST_RECIPE.retries_without_progress == 3
+    assert len(ltv.training.attempt_scores) == 3 and ltv.training.attempt_scores[-1] == ltv.training.best_val_score
 
 
 def test_a_run_that_did_not_train_is_retried_at_smaller_steps_until_one_trains(llama, monkeypatch):
@@ -388,22 +392,23 @@ def test_a_run_that_did_not_train_is_retried_at_smaller_steps_until_one_trains(l
     def attempt(lm, task, seeds, lr_factors, **kwargs):
         factors.append(lr_factors[seeds[0]])
         (out,) = real(lm, task, seeds, lr_factors, **kwargs)
-        return [dataclasses.replace(out, learned=len(factors) == 2)]  # the first run "does not learn", the second does
+        # the first run "does not learn", the second does
+        return [dataclasses.replace(out, training=dataclasses.replace(out.training, learned=len(factors) == 2))]
 
     monkeypatch.setattr(ltv_module, "_attempt", attempt)
     config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
     splits = _splits()
     ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=splits, progress=False)
     assert factors == [1.0, pytest.approx(1 / 3)]
-    assert ltv.attempts == 2 and ltv.learned
+    assert ltv.training.attempts == 2 and ltv.training.learned
     (scale,) = step_scales(config, llama, splits.task, splits.train, [1], [-1])
-    assert ltv.effective_lr[0] == pytest.approx(config.lr / 3 * scale)
+    assert ltv.training.effective_lr[0] == pytest.approx(config.lr / 3 * scale)
     assert ltv.config == config  # the recipe as asked; effective_lr says what the kept run used
 
     factors.clear()
     ltv = train_ltv(llama, "antonym", layers=[1], recipe=with_config(config, retries_without_progress=0),
                     splits=_splits(), progress=False)
-    assert factors == [1.0] and ltv.attempts == 1 and ltv.trained is False
+    assert factors == [1.0] and ltv.training.attempts == 1 and ltv.training.trained is False
 
 
 def test_the_released_recipe_never_retries():
@@ -422,12 +427,12 @@ def test_a_run_that_beats_its_start_says_so_and_when(llama):
     does, ``trained`` and ``steps_to_best`` must agree with the recorded curve."""
     config = with_config(FAST_RECIPE, epochs=3, samples_per_epoch=16, batch_size=8, lr=20.0, patience=3)
     ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
-    epochs = [c for c in ltv.curve if "val_score" in c]
-    assert epochs[0]["val_score"] == ltv.start_val_score and epochs[0]["step"] == 0
+    epochs = [c for c in ltv.training.curve if "val_score" in c]
+    assert epochs[0]["val_score"] == ltv.training.start_val_score and epochs[0]["step"] == 0
     best = max(e["val_score"] for e in epochs)
-    assert ltv.best_val_score == best and (best > ltv.start_val_score or not ltv.learned)
+    assert ltv.training.best_val_score == best and (best > ltv.training.start_val_score or not ltv.training.learned)
     first_best = next(e for e in epochs if e["val_score"] == best)
-    assert ltv.steps_to_best == (first_best["step"] if best > ltv.start_val_score else 0)
+    assert ltv.training.steps_to_best == (first_best["step"] if best > ltv.training.start_val_score else 0)
 
 
 def test_early_stopping_uses_balanced_accuracy_for_classification(llama):
@@ -439,11 +444,46 @@ def test_early_stopping_uses_balanced_accuracy_for_classification(llama):
     assert validation_metric(with_config(FAST_RECIPE, early_stopping="accuracy"), get_task("sst2")) == "accuracy"
     config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
     ltv = train_ltv(llama, "sst2", layers=[1], recipe=config, splits=load_splits("sst2", **SMALL), progress=False)
-    assert ltv.val_metric == "balanced_accuracy"
-    for e in (c for c in ltv.curve if "val_score" in c):
+    assert ltv.training.val_metric == "balanced_accuracy"
+    for e in (c for c in ltv.training.curve if "val_score" in c):
         assert e["val_score"] == e["val_balanced_accuracy"] is not None
     with pytest.raises(ValueError, match="unknown early_stopping 'f1'; allowed: auto, accuracy, balanced_accuracy"):
         with_config(FAST_RECIPE, early_stopping="f1")
+
+
+def _flat_metadata(ltv: LearnedTaskVector) -> dict:
+    """The metadata as files wrote it when the training fields sat beside the provenance (no ``training``)."""
+    meta = ltv.metadata()
+    meta.update(meta.pop("training"))
+    return meta
+
+
+def test_a_file_with_training_fields_beside_the_provenance_loads_into_a_training_record(llama, tmp_path):
+    import json
+
+    from safetensors.torch import save
+
+    config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
+    meta = _flat_metadata(ltv)
+    assert "training" not in meta and "curve" in meta and "learned" in meta
+    path = tmp_path / "flat.safetensors"
+    path.write_bytes(save({"vectors": ltv.vectors}, metadata={"ltv": json.dumps(meta)}))
+    back = LearnedTaskVector.load(path)
+    assert back.metadata() == ltv.metadata()
+    assert isinstance(back.training, TrainingRecord) and back.training.learned is ltv.training.learned
+    assert back.training.effective_lr == ltv.training.effective_lr and back.training.curve == ltv.training.curve
+    assert torch.equal(back.vectors, ltv.vectors)
+
+
+def test_metadata_without_names_training_fields_only():
+    ltv = LearnedTaskVector(torch.zeros(1, 4), (1,), (-1,), "m", "antonym", "fast", 0, 0, FAST_RECIPE,
+                            training=TrainingRecord(curve=[{"step": 1, "loss": 2.0}], seconds=3.0))
+    meta = ltv.metadata(without=("curve", "seconds"))
+    assert meta["training"]["curve"] is None and meta["training"]["seconds"] is None
+    assert ltv.training.curve == [{"step": 1, "loss": 2.0}]  # the vector's own record is unchanged
+    with pytest.raises(ValueError, match="unknown training field 'layers'"):
+        ltv.metadata(without=("layers",))
 
 
 def test_a_file_from_before_these_fields_loads_with_them_derived_from_its_curve(llama, tmp_path):
@@ -453,7 +493,7 @@ def test_a_file_from_before_these_fields_loads_with_them_derived_from_its_curve(
 
     config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
     ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
-    meta = ltv.metadata()
+    meta = _flat_metadata(ltv)
     for name in ("start_val_accuracy", "val_metric", "best_val_score", "start_val_score", "steps_to_best",
                  "trained", "stream_rms", "effective_lr", "effective_init"):
         del meta[name]
@@ -464,11 +504,11 @@ def test_a_file_from_before_these_fields_loads_with_them_derived_from_its_curve(
     path = tmp_path / "old.safetensors"
     path.write_bytes(save({"vectors": ltv.vectors}, metadata={"ltv": json.dumps(meta)}))
     old = LearnedTaskVector.load(path)
-    assert (old.trained, old.steps_to_best, old.start_val_accuracy) == (True, 4, 0.25)
+    assert (old.training.trained, old.training.steps_to_best, old.training.start_val_accuracy) == (True, 4, 0.25)
     assert old.config.relative_to_stream is False and old.config.early_stopping == "accuracy"
     meta["curve"] = []
     path.write_bytes(save({"vectors": ltv.vectors}, metadata={"ltv": json.dumps(meta)}))
-    assert LearnedTaskVector.load(path).trained is None
+    assert LearnedTaskVector.load(path).training.trained is None
 
 
 def test_seconds_include_building_the_prompts_and_the_first_validation(llama, monkeypatch):
@@ -485,7 +525,7 @@ def test_seconds_include_building_the_prompts_and_the_first_validation(llama, mo
     monkeypatch.setattr(ltv_module, "_training_prompts", slow_build)
     ltv = train_ltv(llama, "antonym", layers=[1], recipe=with_config(FAST_RECIPE, epochs=0), splits=_splits(),
                     progress=False)
-    assert ltv.seconds >= 0.3
+    assert ltv.training.seconds >= 0.3
 
 
 @pytest.mark.realmodel
@@ -520,18 +560,41 @@ def test_the_learned_rule_needs_the_accuracy_interval_above_no_vector_and_the_ma
     assert majority_rate(examples) == pytest.approx(2 / 3)
 
 
+def test_when_no_attempt_learns_the_best_attempt_is_kept(llama, monkeypatch):
+    """Retries at smaller steps that score worse do not replace the first attempt's vector (else every run that
+    did not learn would end as its last, least-moved attempt: two directions' vectors came out equal)."""
+    from ltvlib import ltv as ltv_module
+
+    real, made = ltv_module._attempt, []
+
+    def attempt(lm, task, seeds, lr_factors, **kwargs):
+        (out,) = real(lm, task, seeds, lr_factors, **kwargs)
+        score = [0.5, 0.25, 0.375][len(made)]
+        vectors = out.vectors + len(made)  # each attempt's vector told apart
+        made.append(vectors)
+        return [dataclasses.replace(out, vectors=vectors, training=dataclasses.replace(
+            out.training, learned=False, best_val_score=score))]
+
+    monkeypatch.setattr(ltv_module, "_attempt", attempt)
+    config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
+    ltv = train_ltv(llama, "antonym", layers=[1], recipe=config, splits=_splits(), progress=False)
+    assert ltv.training.attempt_scores == (0.5, 0.25, 0.375) and ltv.training.best_val_score == 0.5
+    assert torch.equal(ltv.vectors, made[0])
+
+
 def test_a_run_that_did_not_learn_is_retried_and_says_so(gemma, tmp_path):
     """On the tiny Gemma no run's 16 validation queries give an interval above zero-shot and the majority label:
     every run is retried, at a third of the step each time, and the saved vector says it did not learn and why."""
     config = with_config(FAST_RECIPE, epochs=3, samples_per_epoch=16, batch_size=8, lr=20.0, patience=3)
     ltv = train_ltv(gemma, "sst2", layers=[1], recipe=config, splits=_splits("sst2"), progress=False)
-    assert ltv.learned is False and ltv.trained is False
-    assert ltv.attempts == 1 + config.retries_without_progress == 3 and len(ltv.attempt_scores) == 3
-    assert ltv.val_n == 16 and ltv.majority_val_rate == pytest.approx(0.5)
-    assert 0.0 <= ltv.no_vector_val_accuracy <= 1.0
-    assert ltv.val_accuracy_low < max(ltv.no_vector_val_accuracy, ltv.majority_val_rate)
+    assert ltv.training.learned is False and ltv.training.trained is False
+    assert ltv.training.attempts == 1 + config.retries_without_progress == 3 and len(ltv.training.attempt_scores) == 3
+    assert ltv.training.val_n == 16 and ltv.training.majority_val_rate == pytest.approx(0.5)
+    assert 0.0 <= ltv.training.no_vector_val_accuracy <= 1.0
+    assert ltv.training.val_accuracy_low < max(ltv.training.no_vector_val_accuracy, ltv.training.majority_val_rate)
     back = LearnedTaskVector.load(ltv.save(tmp_path / "v.safetensors"))
-    assert (back.learned, back.val_accuracy_low, back.majority_val_rate) == (False, ltv.val_accuracy_low, 0.5)
+    assert (back.training.learned, back.training.val_accuracy_low, back.training.majority_val_rate) == (
+        False, ltv.training.val_accuracy_low, 0.5)
 
 
 def test_a_learned_vector_is_a_task_vector_that_moves_one_layer_and_says_where_it_goes(llama, tmp_path):

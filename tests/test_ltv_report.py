@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger, LTVShown
 
 
 def _ltv(trained, task="trec", layer=29, seed=0):
-    return SimpleNamespace(task=task, layers=(layer,), positions=(-1,), seed=seed, recipe="fast", trained=trained,
-                           start_val_score=0.1, best_val_score=0.1 if not trained else 0.5,
-                           steps_to_best=0 if not trained else 64)
+    return SimpleNamespace(task=task, layers=(layer,), positions=(-1,), seed=seed, recipe="fast",
+                           training=TrainingRecord(trained=trained, start_val_score=0.1,
+                                                   best_val_score=0.1 if not trained else 0.5,
+                                                   steps_to_best=0 if not trained else 64))
 
 
 def test_untrained_vectors_are_nan_and_labelled_and_counted() -> None:

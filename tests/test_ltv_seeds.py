@@ -17,15 +17,17 @@ def _splits(task="antonym"):
 
 def _same_run(together, alone):
     assert together.seed == alone.seed
-    assert together.steps == alone.steps and together.attempts == alone.attempts
-    assert together.best_val_accuracy == alone.best_val_accuracy and together.trained == alone.trained
-    assert together.steps_to_best == alone.steps_to_best
-    assert [c.get("val_score") for c in together.curve] == [c.get("val_score") for c in alone.curve]
-    torch.testing.assert_close(torch.tensor([c["loss"] for c in together.curve if "loss" in c]),
-                               torch.tensor([c["loss"] for c in alone.curve if "loss" in c]), rtol=1e-4, atol=1e-5)
+    assert together.training.steps == alone.training.steps and together.training.attempts == alone.training.attempts
+    assert together.training.best_val_accuracy == alone.training.best_val_accuracy
+    assert together.training.trained == alone.training.trained
+    assert together.training.steps_to_best == alone.training.steps_to_best
+    assert [c.get("val_score") for c in together.training.curve] == [c.get("val_score") for c in alone.training.curve]
+    torch.testing.assert_close(torch.tensor([c["loss"] for c in together.training.curve if "loss" in c]),
+                               torch.tensor([c["loss"] for c in alone.training.curve if "loss" in c]),
+                               rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(together.vectors, alone.vectors, rtol=1e-4, atol=1e-5)
-    assert together.effective_lr == pytest.approx(alone.effective_lr)
-    assert together.effective_init == pytest.approx(alone.effective_init)
+    assert together.training.effective_lr == pytest.approx(alone.training.effective_lr)
+    assert together.training.effective_init == pytest.approx(alone.training.effective_init)
 
 
 @pytest.mark.parametrize("layers, positions", [([1], (-1,)), ([0, 2], (-2, -1))])
@@ -40,7 +42,8 @@ def test_each_seed_is_train_ltvs_run(tiny, layers, positions):
                           splits=_splits(), progress=False)
         _same_run(t, alone)
     assert not torch.equal(together[0].vectors, together[1].vectors)
-    assert len({t.seconds for t in together}) == 1 and together[0].seconds > 0  # the joint run's wall time
+    # the joint run's wall time
+    assert len({t.training.seconds for t in together}) == 1 and together[0].training.seconds > 0
 
 
 def test_seeds_stop_early_and_retry_each_on_their_own(llama, monkeypatch):
@@ -59,7 +62,8 @@ def test_seeds_stop_early_and_retry_each_on_their_own(llama, monkeypatch):
     for t, a in zip(together, alone):
         _same_run(t, a)
     # the case this test is for: the seeds did not all run the same number of steps or attempts
-    assert len({(a.steps, a.attempts) for a in alone}) > 1, [(a.steps, a.attempts) for a in alone]
+    runs = [(a.training.steps, a.training.attempts) for a in alone]
+    assert len(set(runs)) > 1, runs
 
 
 @pytest.mark.parametrize("seeds, match", [([], "distinct seeds"), ([1, 1], "distinct seeds")])
@@ -81,7 +85,7 @@ def test_seeds_that_cannot_share_prompts_run_one_after_another(llama, recipe, sh
     for t in together:
         alone = train_ltv(llama, "antonym", seed=t.seed, layers=[1], shots=shots, recipe=recipe, splits=_splits(),
                           progress=False)
-        assert torch.equal(t.vectors, alone.vectors) and t.curve == alone.curve
+        assert torch.equal(t.vectors, alone.vectors) and t.training.curve == alone.training.curve
 
 
 def test_a_diverging_seed_is_named(llama):

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study import ltvs_tables as tables
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
 
@@ -21,9 +22,10 @@ def rec(k: int, label: float | None = None) -> dict:
 
 
 def ltv(task: str, seed: int, trained: bool) -> SimpleNamespace:
-    return SimpleNamespace(task=task, layers=(15,), positions=(-1,), seed=seed, recipe="fast", trained=trained,
-                           start_val_score=0.1, best_val_score=0.55, steps_to_best=4, steps=8, seconds=12.34,
-                           val_metric="balanced_accuracy")
+    return SimpleNamespace(task=task, layers=(15,), positions=(-1,), seed=seed, recipe="fast",
+                           training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.55,
+                                                   steps_to_best=4, steps=8, seconds=12.34,
+                                                   val_metric="balanced_accuracy"))
 
 
 def setup() -> tuple:

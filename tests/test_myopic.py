@@ -632,8 +632,7 @@ def test_random_vector_edits_keep_the_norm_and_site_and_depend_on_the_draw(llama
     from ltvlib.study.myopic import random_vector_edits
 
     ltv = LearnedTaskVector(vectors=torch.randn(1, llama.d_model) * 3, layers=(1,), positions=(-1,), model="m",
-                            task="myopic", recipe="fast", seed=2, shots=0, config=get_profile("smoke").recipe,
-                            curve=[], best_val_accuracy=0.0, steps=0, seconds=0.0)
+                            task="myopic", recipe="fast", seed=2, shots=0, config=get_profile("smoke").recipe)
     a, b = random_vector_edits(ltv, 0), random_vector_edits(ltv, 1)
     assert (a[0].layer, a[0].position) == (1, -1)
     assert float(a[0].vector.norm()) == pytest.approx(float(ltv.vectors.norm()), rel=1e-5)

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.stats import Estimate
 from ltvlib.study import myopic_tables as mt
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
@@ -25,8 +26,9 @@ def ltv(direction: str, trained: bool = True) -> SimpleNamespace:
     curve = [{"epoch": 0, "val_accuracy": 0.25}, *({"loss": float(i)} for i in range(10)),
              {"epoch": 1, "val_accuracy": 0.75}]
     return SimpleNamespace(task=f"myopic_{direction}", layers=(15,), positions=(-1,), seed=0, recipe="fast",
-                           trained=trained, start_val_score=0.25, best_val_score=0.75, steps_to_best=10, steps=10,
-                           curve=curve, vectors=torch.tensor([3.0, 4.0]))
+                           vectors=torch.tensor([3.0, 4.0]),
+                           training=TrainingRecord(trained=trained, start_val_score=0.25, best_val_score=0.75,
+                                                   steps_to_best=10, steps=10, curve=curve))
 
 
 FULL = {"text_p_myopic": est(0.6, 0.5, 0.7), "text_myopic_choice": est(0.6, 0.5, 0.7),

@@ -67,7 +67,7 @@ def test_offloaded_model_trains_the_same_ltv(tmp_path):
     config = with_config(PAPER_RECIPE, epochs=2, samples_per_epoch=16, patience=5, lr=5e-2)
     a = train_ltv(plain, "antonym", layers=[1, 2], recipe=config, splits=splits, progress=False)
     b = train_ltv(off, "antonym", layers=[1, 2], recipe=config, splits=splits, progress=False)
-    assert a.steps == b.steps > 0
+    assert a.training.steps == b.training.steps > 0
     torch.testing.assert_close(b.vectors, a.vectors, rtol=1e-4, atol=1e-6)
 
 

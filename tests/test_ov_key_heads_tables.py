@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study import ov_key_heads_tables as tables
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
 
@@ -27,9 +28,10 @@ def rec(k: int) -> dict:
 
 
 def ltv(trained: bool = True) -> SimpleNamespace:
-    return SimpleNamespace(task="t", layers=(4,), positions=(-1,), seed=0, recipe="fast", trained=trained,
-                           start_val_score=0.1, best_val_score=0.6, best_val_accuracy=0.6, steps_to_best=1, steps=3,
-                           vectors=torch.tensor([[3.0, 4.0]]))
+    return SimpleNamespace(task="t", layers=(4,), positions=(-1,), seed=0, recipe="fast",
+                           vectors=torch.tensor([[3.0, 4.0]]),
+                           training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.6,
+                                                   best_val_accuracy=0.6, steps_to_best=1, steps=3))
 
 
 def ov_record() -> dict:

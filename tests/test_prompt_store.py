@@ -59,8 +59,9 @@ def test_store_gives_the_vectors_of_the_lazy_path(tiny, fresh, monkeypatch, laye
     lazy = train_ltv(tiny, "antonym", **kwargs)
     assert fresh.builds == 2  # the legacy path does not touch the store
     torch.testing.assert_close(stored.vectors, lazy.vectors, atol=1e-5, rtol=1e-4)
-    assert [c.get("val_accuracy") for c in stored.curve] == [c.get("val_accuracy") for c in lazy.curve]
-    assert stored.steps == lazy.steps and stored.trained == lazy.trained
+    assert ([c.get("val_accuracy") for c in stored.training.curve]
+            == [c.get("val_accuracy") for c in lazy.training.curve])
+    assert stored.training.steps == lazy.training.steps and stored.training.trained == lazy.training.trained
 
 
 def test_position_counted_from_the_start_matches_the_lazy_path(llama, fresh, monkeypatch):

@@ -38,7 +38,7 @@ def test_middle_layer_ltv_beats_zero_shot_by_30_points(smol, task):
     test = EvalSet(smol, task, splits.test[:200])
     zero = evaluate(test).accuracy
     learned = evaluate(test, ltv.edits()).accuracy
-    print(f"{task}: zero-shot {zero:.3f}, LTV {learned:.3f} ({ltv.steps} steps, {ltv.seconds:.0f} s)")
+    print(f"{task}: zero-shot {zero:.3f}, LTV {learned:.3f} ({ltv.training.steps} steps, {ltv.training.seconds:.0f} s)")
     assert learned >= zero + 0.30
 
 

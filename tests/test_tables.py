@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ltvlib.ltv_record import TrainingRecord
 from ltvlib.stats import Estimate
 from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
 from ltvlib.study.tables import direction_name, ledger_cell, percent_interval, points
@@ -10,7 +11,7 @@ from ltvlib.study.tables import direction_name, ledger_cell, percent_interval, p
 class FakeLTV:
     def __init__(self, task: str, trained: bool) -> None:
         self.task, self.layers, self.positions, self.seed, self.recipe = task, (15,), (-1,), 0, "fast"
-        self.trained, self.start_val_score, self.best_val_score, self.steps_to_best = trained, 0.1, 0.5, 3
+        self.training = TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.5, steps_to_best=3)
 
 
 def test_percent_interval_and_points() -> None:

@@ -522,8 +522,8 @@ def train_and_measure(
         previous validation), ``latency_ms`` (test inference per example), on CUDA ``peak_train_mb`` /
         ``peak_infer_mb``; ``test_correct`` (0/1 per test query, in the split's order: the paired comparisons'
         input), ``start_val_score`` (the starting parameters' score), ``trained`` (the kept score strictly above
-        the start, as ``LearnedTaskVector.trained``), ``stopped_by_rule`` (the rule's patience ran out within the
-        sample budget, at its last validation included: converged by the rule's definition) and ``seed``.
+        the start, as ``LearnedTaskVector.training.trained``), ``stopped_by_rule`` (the rule's patience ran out within
+        the sample budget, at its last validation included: converged by the rule's definition) and ``seed``.
 
     Raises:
         FloatingPointError: the loss became NaN or infinite.

@@ -164,7 +164,7 @@ def middle_layer_results(
         out["icl_n"][str(k)] = r["n"]
     ltv = middle_ltv(lm, task, run_sizes, seed=seed)
     out["ltv"] = 100 * ltv_accuracy(lm, ltv, run_sizes, seed=seed)["accuracy"]
-    out["ltv_steps"], out["ltv_norm"] = ltv.steps, float(ltv.vectors.norm())
+    out["ltv_steps"], out["ltv_norm"] = ltv.training.steps, float(ltv.vectors.norm())
     layers = list(extracted_layers)
     for method in EXTRACTED:
         curve = _curve(lm, task, run_sizes, method, layers, seed)
@@ -293,7 +293,7 @@ def correct_at(lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, s
     ltv = trained_ltv(lm, task, run_sizes, layers=[layer], seed=seed)
     key = {"what": "correct-at", "model": lm.name, "task": task_key(task), "layer": layer,
            "test": [e.input for e in splits.test], "n_train": run_sizes.n_train, "n_val": run_sizes.n_val, "seed": seed,
-           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "ltv": ltv.metadata(without=("curve",)), "vector_sum": float(ltv.vectors.double().sum()),
            "vanilla_tv": asdict(run_sizes.vanilla_tv), "function_vector": asdict(run_sizes.function_vector),
            "source": dependency_hash(__name__)}
 
@@ -335,7 +335,7 @@ def key_head_correct(
     keys = [tuple(h) for h in r["key_heads"]]
     draws = [[tuple(h) for h in heads] for heads in r["random_heads"]]
     key = {"what": "key-head-correct", "model": lm.name, "task": task_key(task), "test": [e.input for e in splits.test],
-           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "ltv": ltv.metadata(without=("curve",)), "vector_sum": float(ltv.vectors.double().sum()),
            "key_heads": keys, "random_heads": draws, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:

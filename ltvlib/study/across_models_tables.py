@@ -92,10 +92,10 @@ def ltv_table(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     for m, r in results.items():
         for (t, l), v in sorted(r["ltv"].items()):
             h = r["stream_rms"][l] * np.sqrt(r["d"])
-            ltv_rows[m, t, l] = {"trained": {True: "yes", False: "no"}.get(v.trained, "unknown"),
-                                 "validation score, start": v.start_val_score,
-                                 "validation score, best": v.best_val_score,
-                                 "steps to best": v.steps_to_best, "|θ| / |h|": float(v.vectors.norm()) / h}
+            ltv_rows[m, t, l] = {"trained": {True: "yes", False: "no"}.get(v.training.trained, "unknown"),
+                                 "validation score, start": v.training.start_val_score,
+                                 "validation score, best": v.training.best_val_score,
+                                 "steps to best": v.training.steps_to_best, "|θ| / |h|": float(v.vectors.norm()) / h}
     table = pd.DataFrame(ltv_rows).T
     table.index.names = ["model", "task", "layer"]
     return table.round(3)
@@ -209,7 +209,7 @@ def plot_middle(results: Mapping[str, Mapping[str, Any]], model_list: Sequence[s
 
 def ltv_trained(r: Mapping[str, Any], t: str, layer: int) -> bool:
     """Whether the model's LTV of ``t`` at ``layer`` trained."""
-    return r["ltv"][t, layer].trained is True
+    return r["ltv"][t, layer].training.trained is True
 
 
 def best_extracted(r: Mapping[str, Any], t: str, layer: int, fv_ok: bool) -> tuple[np.ndarray, str]:

@@ -364,8 +364,9 @@ def composition_result(
             "seed": seed,
             "methods": methods,
             "grid": grid,
-            "vectors": {t: {"norm": float(v[t].norm()), "steps": ltvs[t].steps, "val_accuracy": ltvs[t].best_val_accuracy,
-                            "trained": ltvs[t].trained,
+            "vectors": {t: {"norm": float(v[t].norm()), "steps": ltvs[t].training.steps,
+                            "val_accuracy": ltvs[t].training.best_val_accuracy,
+                            "trained": ltvs[t].training.trained,
                             "n_train": len(data.splits[t].train), "n_val": len(data.splits[t].validation)}
                         for t in TASKS},
             "cosine": {kind: {"composed, EN->FR + M->F": _cos(x[COMPOSED], x[EN_FR] + x[MASC_FEM]),

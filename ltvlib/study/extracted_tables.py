@@ -95,9 +95,9 @@ def trained_correct(ltv_vectors: Mapping[tuple[str, int], Sequence[Any]],
 def training_table(ltv_vectors: Mapping[tuple[str, int], Sequence[Any]]) -> pd.DataFrame:
     """Per (task, layer) (index): seeds, how many trained, steps and training seconds per seed."""
     return pd.DataFrame([
-        {"task": t, "layer": l, "seeds": len(vs), "trained": sum(bool(v.trained) for v in vs),
-         "steps (per seed)": ", ".join(str(v.steps) for v in vs),
-         "train seconds (per seed)": ", ".join(f"{v.seconds:.0f}" for v in vs)}
+        {"task": t, "layer": l, "seeds": len(vs), "trained": sum(bool(v.training.trained) for v in vs),
+         "steps (per seed)": ", ".join(str(v.training.steps) for v in vs),
+         "train seconds (per seed)": ", ".join(f"{v.training.seconds:.0f}" for v in vs)}
         for (t, l), vs in ltv_vectors.items()
     ]).set_index(["task", "layer"])
 

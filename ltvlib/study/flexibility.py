@@ -275,7 +275,7 @@ class SettingResult:
 
 
 def _fingerprint(ltv: LearnedTaskVector) -> dict[str, Any]:
-    return {"meta": ltv.metadata() | {"curve": None, "seconds": None}, "sum": float(ltv.vectors.double().sum())}
+    return {"meta": ltv.metadata(without=("curve", "seconds")), "sum": float(ltv.vectors.double().sum())}
 
 
 def setting_result(
@@ -346,7 +346,7 @@ def setting_result(
     correct = {m: np.asarray(rows, dtype=bool) for m, rows in data.items() if m != "eval_seconds"}
     return SettingResult(
         setting=setting, task=task, ltvs=ltvs, correct=correct, zero_shot_ltvs=ltvs0,
-        seconds={"ltv_train": float(sum(v.seconds for v in ltvs)), "eval": float(data["eval_seconds"])},
+        seconds={"ltv_train": float(sum(v.training.seconds for v in ltvs)), "eval": float(data["eval_seconds"])},
     )
 
 

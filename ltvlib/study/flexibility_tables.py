@@ -272,8 +272,9 @@ class FlexView:
                 "vectors per LTV": s.n_sites,
                 "per-row tail (prefix cache)": "yes" if all(v.config.prefix_cache for t in ct[s.name]
                                                             for v in res[t, s.name].ltvs) else "no",
-                "training steps (mean)": np.mean([v.steps for t in ct[s.name] for v in res[t, s.name].ltvs]),
-                "training seconds per LTV (mean)": np.mean([v.seconds for t in ct[s.name] for v in res[t, s.name].ltvs]),
+                "training steps (mean)": np.mean([v.training.steps for t in ct[s.name] for v in res[t, s.name].ltvs]),
+                "training seconds per LTV (mean)": np.mean([v.training.seconds for t in ct[s.name]
+                                                            for v in res[t, s.name].ltvs]),
                 "evaluation seconds (the column's tasks)": sum(res[t, s.name].seconds["eval"] for t in ct[s.name]),
             }
             for s in self.columns

@@ -105,7 +105,7 @@ def initial_vectors(ltv: LearnedTaskVector) -> Tensor:
     gen = torch.Generator().manual_seed(ltv.seed)
     n, d = ltv.vectors.shape
     draw = torch.rand(n, d, generator=gen) * 2 - 1
-    ranges = ltv.effective_init or (ltv.config.init_range,) * n
+    ranges = ltv.training.effective_init or (ltv.config.init_range,) * n
     return torch.stack([draw[i] * r for i, r in enumerate(ranges)])
 
 
@@ -266,7 +266,7 @@ def transfer_accuracy(lm: LoadedModel, ltv: LearnedTaskVector, target: str, run_
         raise ValueError(f"transfer evaluates last-position LTVs; this one sits at positions {ltv.positions}")
     splits = task_splits(target, run_sizes)
     key = {"what": "ltv-transfer", "model": lm.name, "target": task_key(target), "n_test": len(splits.test),
-           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "ltv": ltv.metadata(without=("curve",)), "vector_sum": float(ltv.vectors.double().sum()),
            "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
@@ -299,7 +299,7 @@ def random_transfer(
         raise ValueError(f"n_draws must be at least 1, got {n_draws}")
     splits = task_splits(target, run_sizes)
     key = {"what": "ltv-transfer-random", "model": lm.name, "target": task_key(target), "n_test": len(splits.test),
-           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "ltv": ltv.metadata(without=("curve",)), "vector_sum": float(ltv.vectors.double().sum()),
            "n_draws": n_draws, "seed": seed, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:

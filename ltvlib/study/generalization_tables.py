@@ -64,8 +64,10 @@ def vectors_table(all_ltvs: Mapping[Key, Any], ledger: Any) -> pd.DataFrame:
     for (t, s), v in all_ltvs.items():
         x, x0 = v.vectors[0].float(), initial_vectors(v)[0]
         vec_rows.append({
-            "task": t, "seed": s, "steps": v.steps, "trained": v.trained, "train seconds": round(v.seconds, 1),
-            "validation accuracy (%)": ledger.cell(v, f"{100 * v.best_val_accuracy:.1f}", where="ch06-table-vectors"),
+            "task": t, "seed": s, "steps": v.training.steps, "trained": v.training.trained,
+            "train seconds": round(v.training.seconds, 1),
+            "validation accuracy (%)": ledger.cell(v, f"{100 * v.training.best_val_accuracy:.1f}",
+                                                   where="ch06-table-vectors"),
             "norm": round(float(x.norm()), 3), "norm of the random start": round(float(x0.norm()), 3),
             "cos(vector, its start)": round(float(cosine_matrix(torch.stack([x, x0]))[0, 1]), 3)})
     return pd.DataFrame(vec_rows).set_index(["task", "seed"])

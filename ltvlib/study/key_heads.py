@@ -43,8 +43,8 @@ def _flags(result: dict[str, Any]) -> dict[str, list[int] | None]:
 def vector_key(ltv: Any) -> dict[str, Any]:
     """What identifies a trained vector in a result key: its metadata, a checksum of its values and its task's
     definition and data (the queries' gold answers come from them)."""
-    return {"ltv": ltv.metadata() | {"curve": None}, "task": task_key(ltv.task), "vector_sum": float(ltv.vectors.double().sum()),
-            "vector_abs": float(ltv.vectors.double().abs().sum())}
+    return {"ltv": ltv.metadata(without=("curve",)), "task": task_key(ltv.task),
+            "vector_sum": float(ltv.vectors.double().sum()), "vector_abs": float(ltv.vectors.double().abs().sum())}
 
 
 def cached_saliency(lm: LoadedModel, ltv: Any, queries: Sequence[Example]) -> dict[str, Any]:

@@ -71,7 +71,7 @@ def cached_linearity(
     ltv = trained_ltv(lm, task, run_sizes, layers=[layer], seed=seed)
     theta = ltv.vectors[0].float()
     key = {"model": lm.name, "task": task_key(task), "layer": layer, "config": asdict(config), "n_test": len(splits.test),
-           "n_train": len(splits.train), "seed": seed, "k": k, "ltv": ltv.metadata() | {"curve": None},
+           "n_train": len(splits.train), "seed": seed, "k": k, "ltv": ltv.metadata(without=("curve",)),
            "vector_sum": float(ltv.vectors.double().sum()), "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
@@ -113,7 +113,7 @@ def cached_linearity(
             "accuracy": {"ltv": real["accuracy"], "reconstruction": recon.accuracy,
                          "reconstruction_last_block_input": last_block.accuracy,
                          **{name: lens_accuracy(lm, st, gold) for name, st in states.items()}},
-            "ltv_val_accuracy": ltv.best_val_accuracy, "ltv_steps": ltv.steps,
+            "ltv_val_accuracy": ltv.training.best_val_accuracy, "ltv_steps": ltv.training.steps,
             "logit_diff": {name: logit_difference(lm, st, gold, labels) for name, st in states.items()},
             "alignment": {name: float(task_alignment(lm, v, labels)) for name, v in vectors.items()},
             "alignment_random": alignment_baseline(lm, labels), "n_labels": len(labels),
@@ -164,7 +164,7 @@ def cached_linearity_control(
     theta = ltv.vectors[0].float()
     key = {"what": "control", "model": lm.name, "task": task_key(task), "layer": layer, "config": asdict(config),
            "n_test": len(splits.test), "n_train": len(splits.train), "seed": seed, "n_draws": n_draws, "fit": fit,
-           "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "ltv": ltv.metadata(without=("curve",)), "vector_sum": float(ltv.vectors.double().sum()),
            "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:

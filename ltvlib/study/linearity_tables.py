@@ -70,7 +70,7 @@ def accuracy_table(points: Sequence[Point], res: Mapping[Point, Any], ctl: Mappi
     rows = []
     for p in points:
         t, l = p
-        if ltvs[p].trained is not True:
+        if ltvs[p].training.trained is not True:
             rows.append(untrained_row(p, ltvs, ledger, "Table 5.1"))
             continue
         sa = ctl[p]["shift_accuracy"]
@@ -171,7 +171,7 @@ def rotation_table(points: Sequence[Point], ctl: Mapping[Point, Any], ltvs: Mapp
     (gated, where ``Table 5.2``) and the random vectors (mean [range]); the random direction's alignment."""
     rot_rows = []
     for p in points:
-        if ltvs[p].trained is not True:
+        if ltvs[p].training.trained is not True:
             rot_rows.append(untrained_row(p, ltvs, ledger, "Table 5.2"))
             continue
         c = ctl[p]["control"]
@@ -248,7 +248,7 @@ def checks_table(points: Sequence[Point], res: Mapping[Point, Any], ltvs: Mappin
     and the stretch |Sθ|/|θ|; LTV cells gated (where ``Table 5.3``)."""
     checks = []
     for p in points:
-        if ltvs[p].trained is not True:
+        if ltvs[p].training.trained is not True:
             checks.append(untrained_row(p, ltvs, ledger, "Table 5.3"))
             continue
         r = res[p]

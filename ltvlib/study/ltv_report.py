@@ -1,6 +1,6 @@
-"""Which learned task vectors a chapter shows, and whether each one trained (issue 13, point 2).
+"""Which learned task vectors a chapter shows, and whether each one trained.
 
-A vector whose validation score never rose above its random start (``LearnedTaskVector.trained`` False) is the
+A vector whose validation score never rose above its random start (``LearnedTaskVector.training.trained`` False) is the
 starting vector, not a learned one. Chapters route every LTV number they show through one
 :class:`LTVLedger`: :meth:`LTVLedger.value` gives the accuracy of a trained vector and NaN for an untrained one
 (so it drops out of means, fits and verdicts), :meth:`LTVLedger.cell` gives its table text ("did not train"),
@@ -56,7 +56,7 @@ class LTVShown(LTVRecord):
 
 def _trained(ltv: Any) -> bool:
     """An LTV counts as learned only when its record says it trained (None, unknown, is not enough)."""
-    return getattr(ltv, "trained", None) is True
+    return LTVRecord.of(ltv).trained is True
 
 
 class LTVLedger:

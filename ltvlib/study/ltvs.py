@@ -141,7 +141,7 @@ def ltv_accuracy(
     """Test accuracy of a trained LTV injected as trained (cached by the vector's content)."""
     splits = task_splits(ltv.task, run_sizes, icl=shots > 0)
     key = {"what": "ltv-test", "model": lm.name, "task": task_key(ltv.task), "n_test": len(splits.test), "shots": shots,
-           "seed": seed, "ltv": ltv.metadata() | {"curve": None}, "vector_sum": float(ltv.vectors.double().sum()),
+           "seed": seed, "ltv": ltv.metadata(without=("curve",)), "vector_sum": float(ltv.vectors.double().sum()),
            "format": RECORD_FORMAT}
 
     def compute() -> dict[str, Any]:
@@ -151,7 +151,8 @@ def ltv_accuracy(
                        tail_needed(ltv.positions))
         r = evaluate(es, ltv.edits())
         return {"accuracy": r.accuracy, "label_accuracy": r.label_accuracy, "n": r.n, "correct": list(r.correct),
-                "train_seconds": ltv.seconds, "steps": ltv.steps, "val_accuracy": ltv.best_val_accuracy,
+                "train_seconds": ltv.training.seconds, "steps": ltv.training.steps,
+                "val_accuracy": ltv.training.best_val_accuracy,
                 "config": asdict(ltv.config)}
 
     return cached_json("ltv-test", key, compute)

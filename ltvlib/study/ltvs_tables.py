@@ -66,10 +66,11 @@ def training_table(ltvs: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """Per (task, seed) (index): trained, steps, steps to the best, training seconds, the validation score and its
     start → best (%)."""
     return pd.DataFrame([
-        {"task": t, "seed": v.seed, "trained": "yes" if v.trained else DID_NOT_TRAIN, "steps": v.steps,
-         "steps to best": v.steps_to_best, "train seconds": round(v.seconds, 1),
-         "validation score": v.val_metric.replace("_", " "),
-         "start → best (%)": f"{100 * v.start_val_score:.1f} → {100 * v.best_val_score:.1f}"}
+        {"task": t, "seed": v.seed, "trained": "yes" if v.training.trained else DID_NOT_TRAIN,
+         "steps": v.training.steps,
+         "steps to best": v.training.steps_to_best, "train seconds": round(v.training.seconds, 1),
+         "validation score": v.training.val_metric.replace("_", " "),
+         "start → best (%)": f"{100 * v.training.start_val_score:.1f} → {100 * v.training.best_val_score:.1f}"}
         for t, vs in ltvs.items() for v in vs
     ]).set_index(["task", "seed"])
 

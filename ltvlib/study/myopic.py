@@ -555,9 +555,9 @@ def method_setup(
     if method == "ltv":
         ltv = direction_ltv(lm, direction, run_sizes, sizes, seed=seed)
         return MethodSetup(ltv.edits(), 0, (), {
-            "layer": lm.middle_layer, "steps": ltv.steps, "train_seconds": ltv.seconds,
-            "val_accuracy": ltv.best_val_accuracy, "norm": float(ltv.vectors.norm()),
-            "val_curve": [c["val_accuracy"] for c in ltv.curve if "epoch" in c]})
+            "layer": lm.middle_layer, "steps": ltv.training.steps, "train_seconds": ltv.training.seconds,
+            "val_accuracy": ltv.training.best_val_accuracy, "norm": float(ltv.vectors.norm()),
+            "val_curve": [c["val_accuracy"] for c in ltv.training.curve if "epoch" in c]})
     if method == "random":
         ltv = direction_ltv(lm, direction, run_sizes, sizes, seed=seed)
         edits = random_vector_edits(ltv, draw)

@@ -177,7 +177,7 @@ def letter_bias_table(table: Mapping[str, Any], ledger: Any, ltvs: Mapping[str, 
 def training_curves(ltvs: Mapping[str, Any]) -> pd.DataFrame:
     """Validation accuracy (%, one decimal) per direction (rows ``"toward <direction>"``) and epoch (columns)."""
     curves = pd.DataFrame({f"toward {direction_name(d)}": pd.Series(
-        {c["epoch"]: 100 * c["val_accuracy"] for c in ltvs[d].curve if "epoch" in c}) for d in DIRECTIONS})
+        {c["epoch"]: 100 * c["val_accuracy"] for c in ltvs[d].training.curve if "epoch" in c}) for d in DIRECTIONS})
     curves.index.name = "epoch"
     return curves.round(1).T
 
@@ -186,12 +186,13 @@ def training_summary(ltvs: Mapping[str, Any]) -> pd.DataFrame:
     """Per direction (columns ``"toward <direction>"``): steps, steps to the best epoch, whether it trained, the
     start and best validation scores (%), the mean loss of the first and last 8 steps, the vector's norm."""
     def losses(v: Any) -> list[float]:
-        return [c["loss"] for c in v.curve if "loss" in c]
+        return [c["loss"] for c in v.training.curve if "loss" in c]
 
     return pd.DataFrame({f"toward {direction_name(d)}": {
-        "steps": ltvs[d].steps, "steps to the best epoch": ltvs[d].steps_to_best, "trained": ltvs[d].trained,
-        "validation score at the start (%)": 100 * ltvs[d].start_val_score,
-        "best validation score (%)": 100 * ltvs[d].best_val_score,
+        "steps": ltvs[d].training.steps, "steps to the best epoch": ltvs[d].training.steps_to_best,
+        "trained": ltvs[d].training.trained,
+        "validation score at the start (%)": 100 * ltvs[d].training.start_val_score,
+        "best validation score (%)": 100 * ltvs[d].training.best_val_score,
         "mean training loss, first 8 steps": float(np.mean(losses(ltvs[d])[:8])),
         "mean training loss, last 8 steps": float(np.mean(losses(ltvs[d])[-8:])),
         "norm": float(ltvs[d].vectors.norm()),

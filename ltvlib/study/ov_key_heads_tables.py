@@ -56,8 +56,9 @@ def vectors_table(ltvs: Mapping[str, Any], label_list: Sequence[str], ledger: An
     """Per task (index): whether it is a label-space task, the LTV's norm, steps and validation score (gated
     through ``ledger``, where ``Table 4.0``)."""
     return pd.DataFrame([
-        {"task": t, "label space": t in label_list, "|θ|": f"{float(v.vectors[0].norm()):.1f}", "steps": v.steps,
-         "validation score": ledger.cell(v, f"{100 * v.best_val_accuracy:.1f} %", where="Table 4.0")}
+        {"task": t, "label space": t in label_list, "|θ|": f"{float(v.vectors[0].norm()):.1f}",
+         "steps": v.training.steps,
+         "validation score": ledger.cell(v, f"{100 * v.training.best_val_accuracy:.1f} %", where="Table 4.0")}
         for t, v in ltvs.items()
     ]).set_index("task")
 
@@ -82,7 +83,7 @@ def ov_table(ov: Mapping[str, Any], ovc: Mapping[str, Any], ltvs: Mapping[str, A
     gated through ``ledger`` (where ``Table 4.1``)."""
     rows = []
     for t in task_list:
-        if ltvs[t].trained is not True:
+        if ltvs[t].training.trained is not True:
             rows.append({"task": t, "trained": ledger.cell(ltvs[t], "yes", where="Table 4.1")})
             continue
         recs = ov[t]["proportions"]
@@ -223,7 +224,7 @@ def ablation_table(kh: Mapping[str, Any], ltvs: Mapping[str, Any], task_list: Se
     (:func:`accuracy_text`) and the random heads' mean [range]. LTV cells gated (where ``Table 4.2``)."""
     rows = []
     for t in task_list:
-        if ltvs[t].trained is not True:
+        if ltvs[t].training.trained is not True:
             rows.append({"task": t, "n": ledger.cell(ltvs[t], "", where="Table 4.2")})
             continue
         r = kh[t]

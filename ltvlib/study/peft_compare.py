@@ -91,14 +91,15 @@ def library_ltv_result(
     ltv, source = library_ltv(lm, task, sizes, seed=seed, run_sizes=run_sizes)
     splits = compare_splits(task, sizes)
     key = {"what": "library-ltv-test", "model": lm.name, "task": task_key(task), "sizes": asdict(sizes), "seed": seed,
-           "source": dependency_hash(__name__), "ltv": ltv.metadata() | {"curve": None},
+           "source": dependency_hash(__name__), "ltv": ltv.metadata(without=("curve",)),
            "vector_sum": float(ltv.vectors.double().sum())}
 
     def compute() -> dict[str, Any]:
         r = evaluate(EvalSet(lm, task, splits.test), ltv.edits())
         return {"test_accuracy": r.accuracy, "test_label_accuracy": r.label_accuracy, "n_test": r.n,
-                "best_val_accuracy": ltv.best_val_accuracy, "steps": ltv.steps, "train_seconds": ltv.seconds,
-                "val_curve": [c for c in ltv.curve if "val_accuracy" in c]}
+                "best_val_accuracy": ltv.training.best_val_accuracy, "steps": ltv.training.steps,
+                "train_seconds": ltv.training.seconds,
+                "val_curve": [c for c in ltv.training.curve if "val_accuracy" in c]}
 
     result = cached_json("peft-compare-ltv", key, compute)
     result["source"] = source
