@@ -14,12 +14,15 @@ from ltvlib.analysis.ov import (
     NormScales,
     injected_accuracy,
     measure_norm_scales,
+    mlp_map,
     mlp_response,
+    mlp_states,
     ov_control,
     ov_matrix,
     ov_outputs,
     ov_reconstruction,
     paper_ov,
+    reconstruct,
 )
 from ltvlib.heads import HeadPatch, o_proj, patch_heads
 from ltvlib.inject import VectorEdit, inject, record_residual
@@ -268,7 +271,7 @@ def test_paper_form_is_the_explicit_sum_of_w_o_w_v_theta(build):
             expected += term * (norm_gain(post, tiny.table).double() if post is not None else 1.0)
         got = paper_ov(tiny, theta.float(), layer).double()
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * float(expected.abs().max()))
-        rescaled = paper_ov(tiny, theta.float(), layer, variant="rescaled (ours)").double()
+        rescaled = paper_ov(tiny, theta.float(), layer, variant="at |θ|").double()
         assert rescaled.norm() == pytest.approx(float(theta.norm()), rel=1e-5)
         assert float(torch.nn.functional.cosine_similarity(rescaled, expected, dim=0)) == pytest.approx(1.0, abs=1e-5)
     assert OV_VARIANTS["ov_raw"] == "paper"
@@ -304,3 +307,48 @@ def test_ov_control_gives_each_draw_an_accuracy_with_its_interval(tiny):
     assert res["ltv"]["label_accuracy"] is None and set(res["summary"]) == {"accuracy"}
     with pytest.raises(ValueError, match="draws of shape"):
         ov_control(tiny, runner, theta, 1, draws[0])
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_gemma3])
+def test_equal_norm_control_sends_theta_and_every_draw_through_the_same_map_at_theta_norm(build):
+    """The OV control at equal norm: for the OV sum and for the MLP control, the LTV's reconstruction and every
+    random draw's are rescaled to |theta| before injection (the paper's form keeps the map's own scale, which the
+    control reports as a ratio); each draw's record is the accuracy of that draw's reconstruction, and the MLP map
+    is linear and is what mlp_response gives."""
+    tiny = build(seed=4)
+    task = get_task("sst2")
+    splits = load_splits(task)
+    runner = LastTokenRunner(tiny, task, splits.test[:6], batch_size=4)
+    analysis = LastTokenRunner(tiny, task, splits.validation[:4], batch_size=4)
+    theta = 3 * torch.randn(tiny.d_model, generator=torch.Generator().manual_seed(5))
+    draws = random_like(theta, 3, seed=2)
+    layer = 1
+    states = mlp_states(tiny, analysis, layer, [VectorEdit(layer, -1, theta)])
+    # the MLP map is linear in the vector and is the MLP control of mlp_response
+    v = draws[0]
+    torch.testing.assert_close(mlp_map(tiny, states, 2 * v).double(), 2 * mlp_map(tiny, states, v).double(),
+                               rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(mlp_map(tiny, states, theta),
+                               mlp_response(tiny, analysis, theta, layer, [VectorEdit(layer, -1, theta)]))
+    for path in ("ov", "mlp"):
+        raw = reconstruct(tiny, theta, layer, path=path, states=states)
+        for vec in (theta, *draws):
+            out = reconstruct(tiny, vec, layer, path=path, variant="at |θ|", states=states)
+            assert float(out.double().norm()) == pytest.approx(float(theta.double().norm()), rel=1e-4)
+            same_direction = reconstruct(tiny, vec, layer, path=path, states=states)
+            assert float(torch.nn.functional.cosine_similarity(out.double(), same_direction.double(), dim=0)) \
+                == pytest.approx(1.0, abs=1e-5)
+        res = ov_control(tiny, runner, theta, layer, draws, variant="at |θ|", path=path, states=states)
+        assert res["path"] == path and res["variant"] == "at |θ|" and res["norm"] == pytest.approx(1.0, rel=1e-4)
+        for i, d in enumerate(draws):
+            again = injected_accuracy(tiny, runner, reconstruct(tiny, d, layer, path=path, variant="at |θ|",
+                                                                 states=states), layer)
+            assert again == res["draws"][i]
+        paper = ov_control(tiny, runner, theta, layer, draws[:1], path=path, states=states)
+        assert paper["norm"] == pytest.approx(float(raw.double().norm() / theta.double().norm()), rel=1e-4)
+    with pytest.raises(ValueError, match="needs mlp_states"):
+        reconstruct(tiny, theta, layer, path="mlp")
+    with pytest.raises(ValueError, match="needs mlp_states"):
+        reconstruct(tiny, theta, 0, path="mlp", states=states)
+    with pytest.raises(ValueError, match="unknown reconstruction path"):
+        reconstruct(tiny, theta, layer, path="attention")

@@ -44,6 +44,12 @@ def test_chapter_helpers_label_the_paper_form_and_report_the_control(llama, cach
     assert ctl["draws"] == direct["draws"] and ctl["ltv"] == direct["ltv"]
     assert ctl["ltv"]["accuracy"]["value"] == res["accuracy"]["ov_raw"]
     assert ov_control_experiment(llama, ltv, test, n_draws=2, seed=5) == ctl
+    # the equal-norm controls: the OV sum and the MLP control, each rescaled to |θ| for the LTV and every draw
+    for path in ("ov", "mlp"):
+        eq = ov_control_experiment(llama, ltv, test, n_draws=2, seed=5, variant="at |θ|", path=path, queries=queries)
+        assert eq["path"] == path and eq["norm"] == pytest.approx(1.0, rel=1e-3) and len(eq["draws"]) == 2
+    with pytest.raises(ValueError, match="analysis queries"):
+        ov_control_experiment(llama, ltv, test, n_draws=2, path="mlp")
     kh = key_head_experiment(llama, ltv, queries, test, fraction=0.25, n_random=1)
     u = kh["key_after_u_shape"]
     assert u["n"] == len(kh["key_after_heads"]) == 3 and u["n_before"] == 0 and sum(u["counts"]) == 3

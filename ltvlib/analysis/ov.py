@@ -38,11 +38,14 @@ token; added):
   first-order contributions of theta (through attention values, or through MLPs), so they can be compared.
 
 **The paper's form and ours.** Only the bare-weight sum (``scales=None``, every head weight 1; ``ov_raw`` in
-:func:`ltvlib.study.ov.ov_experiment`, :func:`paper_ov`) is the paper's reconstruction; the measured-scale,
-attention-weighted and |theta|-rescaled variants are ours (:data:`OV_VARIANTS`) and are not for verdicts on the paper's claim.
+:func:`ltvlib.study.ov.ov_experiment`, :func:`paper_ov`) is the paper's reconstruction. On SmolLM2 it is about 50x
+theta's norm, large enough to swamp the stream, so the claim is also decided with that sum rescaled to ``|theta|``
+(``variant="at |θ|"``), always against random vectors sent through the same map. The measured-scale and
+attention-weighted variants are ours (:data:`OV_VARIANTS`) and decide nothing.
 
 **Control.** :func:`ov_control` sends random vectors of theta's norm (:func:`ltvlib.analysis.controls.random_like`)
-through the same reconstruction and evaluation, so that "theta_OV recovers X %" stands beside "random
+through the same reconstruction (the OV sum or the MLP control, in the paper's form or rescaled to ``|theta|``)
+and evaluation, so that "theta_OV recovers X %" stands beside "random
 vectors' theta_OV recover Y % [central 95 % of the draws]"; every accuracy carries its ``n`` and Wilson
 interval, and classification tasks get the label-restricted accuracy beside the full-vocabulary one.
 """
@@ -208,17 +211,18 @@ def ov_reconstruction(
     return total.to(vector.dtype)
 
 
-def mlp_response(lm: LoadedModel, runner: LastTokenRunner, vector: Tensor, layer: int,
-                 edits: Sequence[VectorEdit] = ()) -> Tensor:
-    """The MLP control: ``sum over l' >= layer of mean_q J_{l'}(x_q) vector`` (see the module docstring).
+@dataclass(frozen=True)
+class MLPStates:
+    """The stream entering each MLP branch of blocks ``layer..L-1`` (its pre-MLP norm's input) at the last
+    position, one row per query: ``states[l]`` is ``(n_queries, d_model)``. The MLP control's Jacobians are taken
+    there (:func:`mlp_map`)."""
 
-    ``x_q`` is the stream entering block ``l'``'s MLP branch (its pre-MLP norm) at the last position of query
-    ``q``, recorded with ``edits`` injected; ``J_{l'}`` the Jacobian of that branch (norm, MLP and, for Gemma,
-    the post-MLP norm), applied by forward-mode autodiff.
+    layer: int
+    states: dict[int, Tensor]
 
-    Returns:
-        ``(d_model,)``, to be injected in place of ``vector`` (block input of ``layer``, last position, added).
-    """
+
+def mlp_states(lm: LoadedModel, runner: LastTokenRunner, layer: int, edits: Sequence[VectorEdit] = ()) -> MLPStates:
+    """:class:`MLPStates` of ``runner``'s queries with ``edits`` injected (one forward pass over the queries)."""
     geo = lm.geometry
     start = check_layer(layer, geo.n_layers)
     states: dict[int, list[Tensor]] = {l: [] for l in range(start, geo.n_layers)}
@@ -231,19 +235,42 @@ def mlp_response(lm: LoadedModel, runner: LastTokenRunner, vector: Tensor, layer
     with hooked(hooks, what="MLP-input hooks"), torch.no_grad():
         for batch in runner.batches:
             runner.forward(batch, edits)
+    return MLPStates(start, {l: torch.cat(chunks) for l, chunks in states.items()})
+
+
+def mlp_map(lm: LoadedModel, states: MLPStates, vector: Tensor) -> Tensor:
+    """``sum over l' >= states.layer of mean_q J_{l'}(x_q) vector``: the first-order response of the later MLP
+    branches (norm, MLP and, for Gemma, the post-MLP norm) to ``vector``, by forward-mode autodiff at ``states``.
+    Linear in ``vector``. ``(d_model,)``, to be injected in place of ``vector`` (block input of ``states.layer``,
+    last position, added)."""
+    geo = lm.geometry
+    if vector.shape != (geo.d_model,):
+        raise ValueError(f"vector of shape {tuple(vector.shape)}: expected ({geo.d_model},)")
     total = torch.zeros(geo.d_model, dtype=torch.float64, device=vector.device)
-    for l, chunks in states.items():
+    for l, x in states.states.items():
         norm_in, mlp_l, norm_out = mlp_input_norm(lm, l), mlp(lm, l), mlp_output_norm(lm, l)
 
         def branch(x: Tensor, norm_in: Any = norm_in, mlp_l: Any = mlp_l, norm_out: Any = norm_out) -> Tensor:
             y = mlp_l(norm_in(x))
             return norm_out(y) if norm_out is not None else y
 
-        x = torch.cat(chunks)
         # torch types jvp's result as a 2- or 3-tuple; without has_aux it is (output, jvp)
         _, jv = torch.func.jvp(branch, (x,), (vector.to(x.dtype).expand_as(x).contiguous(),))  # type: ignore[misc]
-        total += jv.double().mean(0)
+        total += jv.double().mean(0).to(total.device)
     return total.to(vector.dtype)
+
+
+def mlp_response(lm: LoadedModel, runner: LastTokenRunner, vector: Tensor, layer: int,
+                 edits: Sequence[VectorEdit] = ()) -> Tensor:
+    """The MLP control: ``sum over l' >= layer of mean_q J_{l'}(x_q) vector`` (see the module docstring).
+
+    ``x_q`` is the stream entering block ``l'``'s MLP branch (its pre-MLP norm) at the last position of query
+    ``q``, recorded with ``edits`` injected (:func:`mlp_states`); the Jacobians are applied by :func:`mlp_map`.
+
+    Returns:
+        ``(d_model,)``, to be injected in place of ``vector`` (block input of ``layer``, last position, added).
+    """
+    return mlp_map(lm, mlp_states(lm, runner, layer, edits), vector)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -262,21 +289,51 @@ OV_VARIANTS: dict[str, str] = {
     "mlp": "MLP-path control (the paper's comparison, our first-order form)",
 }
 
-#: The reconstructions :func:`ov_control` can apply to a vector: the paper's sum, or its direction at the
-#: vector's own norm (ours).
-CONTROL_VARIANTS = ("paper", "rescaled (ours)")
+#: The forms :func:`ov_control` compares a vector's reconstruction in: ``"paper"``, the map as the paper writes it
+#: (the bare-weight OV sum is about 50x the vector's norm on SmolLM2), and ``"at |θ|"``, the same reconstruction
+#: rescaled to the norm of the vector it reconstructs, so that a reconstruction is compared with the vector it
+#: replaces at equal size rather than saturating the stream.
+CONTROL_VARIANTS = ("paper", "at |θ|")
+
+#: The maps :func:`ov_control` can send a vector through: the OV sum (:func:`ov_reconstruction`, bare weights) or
+#: the MLP control (:func:`mlp_map`, first order at recorded states).
+CONTROL_PATHS = ("ov", "mlp")
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in CONTROL_VARIANTS:
+        raise ValueError(f"unknown OV variant {variant!r}; allowed: {', '.join(CONTROL_VARIANTS)}")
+
+
+def at_norm(out: Tensor, vector: Tensor) -> Tensor:
+    """``out`` rescaled to ``vector``'s L2 norm (its direction kept)."""
+    return out * (vector.double().norm() / out.double().norm().clamp_min(1e-30)).to(out.dtype)
 
 
 def paper_ov(lm: LoadedModel, vector: Tensor, layer: int, *, variant: str = "paper") -> Tensor:
     """``theta_OV`` of ``vector`` in the paper's form (bare weights, every head weight 1), or with
-    ``variant="rescaled (ours)"`` the same direction at ``vector``'s norm. ``(d_model,)``, to be injected in
+    ``variant="at |θ|"`` the same direction at ``vector``'s norm. ``(d_model,)``, to be injected in
     place of ``vector`` (block input of ``layer``, last position, added)."""
-    if variant not in CONTROL_VARIANTS:
-        raise ValueError(f"unknown OV variant {variant!r}; allowed: {', '.join(CONTROL_VARIANTS)}")
+    _check_variant(variant)
     out = ov_reconstruction(lm, vector, layer)
-    if variant == "rescaled (ours)":
-        out = out * (vector.double().norm() / out.double().norm().clamp_min(1e-30)).to(out.dtype)
-    return out
+    return at_norm(out, vector) if variant == "at |θ|" else out
+
+
+def reconstruct(lm: LoadedModel, vector: Tensor, layer: int, *, path: str = "ov", variant: str = "paper",
+                states: MLPStates | None = None) -> Tensor:
+    """``vector`` sent through ``path`` (:data:`CONTROL_PATHS`: ``"ov"``, :func:`paper_ov`; ``"mlp"``,
+    :func:`mlp_map` at ``states``, which must start at ``layer``) in ``variant`` (:data:`CONTROL_VARIANTS`).
+    ``(d_model,)``, to be injected in place of ``vector`` (block input of ``layer``, last position, added)."""
+    _check_variant(variant)
+    if path == "ov":
+        return paper_ov(lm, vector, layer, variant=variant)
+    if path != "mlp":
+        raise ValueError(f"unknown reconstruction path {path!r}; allowed: {', '.join(CONTROL_PATHS)}")
+    if states is None or states.layer != layer:
+        raise ValueError(f"the MLP path needs mlp_states(...) recorded from layer {layer}, got "
+                         f"{None if states is None else states.layer}")
+    out = mlp_map(lm, states, vector)
+    return at_norm(out, vector) if variant == "at |θ|" else out
 
 
 def proportion_record(correct: Sequence[bool]) -> dict[str, Any]:
@@ -304,27 +361,36 @@ def injected_accuracy(lm: LoadedModel, runner: LastTokenRunner, vector: Tensor, 
 
 def ov_control(
     lm: LoadedModel, runner: LastTokenRunner, theta: Tensor, layer: int, draws: Tensor, *, variant: str = "paper",
+    path: str = "ov", states: MLPStates | None = None,
 ) -> dict[str, Any]:
-    """``theta_OV`` of the LTV and of random vectors through the same reconstruction and evaluation.
+    """The LTV's reconstruction and random vectors' reconstructions through the same map and evaluation.
 
     Args:
         runner: the test queries.
         theta: ``(d_model,)``, the LTV injected at the input of block ``layer`` (last position, added).
         draws: ``(n_draws, d_model)`` control vectors, e.g. :func:`ltvlib.analysis.controls.random_like` of ``theta``.
-        variant: ``"paper"`` (the verdict's form) or ``"rescaled (ours)"`` (see :func:`paper_ov`).
+        variant: ``"paper"`` (the map as written) or ``"at |θ|"`` (each reconstruction rescaled to the norm of
+            the vector it reconstructs; the draws have theta's norm, so all are compared at ``|theta|``).
+        path: ``"ov"`` (the OV sum) or ``"mlp"`` (the MLP control at ``states``; see :func:`reconstruct`).
 
     Returns:
-        ``variant``, ``layer``, ``ltv`` (:func:`injected_accuracy` of the LTV's ``theta_OV``), ``draws`` (one
+        ``variant``, ``path``, ``layer``, ``norm`` (the LTV's reconstruction's norm over theta's), ``ltv`` (:func:`injected_accuracy` of the LTV's ``theta_OV``), ``draws`` (one
         such record per control vector, in order), and ``summary``: for ``accuracy`` and, for classification
         tasks, ``label_accuracy``, a :class:`ltvlib.analysis.controls.ControlSummary` dict of the LTV's value against
         the draws' values (one-sided, LTV greater).
     """
     if draws.dim() != 2 or draws.shape[1] != lm.d_model or draws.shape[0] < 1:
         raise ValueError(f"draws of shape {tuple(draws.shape)}: expected (n_draws >= 1, {lm.d_model})")
-    own = injected_accuracy(lm, runner, paper_ov(lm, theta, layer, variant=variant), layer)
-    rows = [injected_accuracy(lm, runner, paper_ov(lm, d, layer, variant=variant), layer) for d in draws]
+    def through(v: Tensor) -> Tensor:
+        return reconstruct(lm, v, layer, path=path, variant=variant, states=states)
+
+    own_vector = through(theta)
+    own = injected_accuracy(lm, runner, own_vector, layer)
+    rows = [injected_accuracy(lm, runner, through(d), layer) for d in draws]
     summary = {}
     for key in ("accuracy", "label_accuracy"):
         if own[key] is not None:
             summary[key] = summarise_control(own[key]["value"], [r[key]["value"] for r in rows]).to_dict()
-    return {"variant": variant, "layer": layer, "ltv": own, "draws": rows, "summary": summary}
+    ratio = float(own_vector.double().norm() / theta.double().norm().clamp_min(1e-30))
+    return {"variant": variant, "path": path, "layer": layer, "norm": ratio, "ltv": own, "draws": rows,
+            "summary": summary}

@@ -16,10 +16,12 @@ import torch
 from ..analysis.controls import random_like
 from ..analysis.key_heads import attention_stats, head_accuracy, last_token_runner
 from ..analysis.ov import (
+    CONTROL_PATHS,
     CONTROL_VARIANTS,
     OV_VARIANTS,
     measure_norm_scales,
     mlp_response,
+    mlp_states,
     ov_control,
     ov_reconstruction,
     proportion_record,
@@ -35,23 +37,35 @@ if TYPE_CHECKING:
 
 def ov_control_experiment(
     lm: LoadedModel, ltv: Any, test: Sequence[Example], *, n_draws: int = 10, seed: int = 0, variant: str = "paper",
+    path: str = "ov", queries: Sequence[Example] = (),
 ) -> dict[str, Any]:
     """Cached :func:`ov_control` of a trained single-vector LTV on ``test`` with ``n_draws`` random vectors of
-    its norm (:func:`ltvlib.analysis.controls.random_like`, ``seed``). Cost: ``n_draws + 1`` evaluations of ``test``."""
+    its norm (:func:`ltvlib.analysis.controls.random_like`, ``seed``): the LTV and every draw sent through the
+    same map (``path``: ``"ov"`` or ``"mlp"``) in the same form (``variant``: ``"paper"`` or ``"at |θ|"``) and
+    injected where the LTV was (block input of its layer, last position, added). The MLP path's Jacobians are
+    taken at the states of ``queries`` (held-out analysis queries) with the LTV injected. Cost: ``n_draws + 1``
+    evaluations of ``test`` (plus one pass over ``queries`` for the MLP path)."""
     if len(ltv.layers) != 1 or len(ltv.positions) != 1 or ltv.positions[0] != -1:
         raise ValueError(f"ov_control_experiment needs a single-vector LTV at position -1, got layers {ltv.layers}, "
                          f"positions {ltv.positions}")
     if variant not in CONTROL_VARIANTS:
         raise ValueError(f"unknown OV variant {variant!r}; allowed: {', '.join(CONTROL_VARIANTS)}")
+    if path not in CONTROL_PATHS:
+        raise ValueError(f"unknown reconstruction path {path!r}; allowed: {', '.join(CONTROL_PATHS)}")
+    if path == "mlp" and not queries:
+        raise ValueError("the MLP path needs analysis queries (queries=...) to take its Jacobians at")
     layer = ltv.layers[0]
     key = {"what": "ov-control", "model": lm.name, "test": [e.input for e in test], "n_draws": n_draws, "seed": seed,
-           "variant": variant, **vector_key(ltv), "source": dependency_hash(__name__)}
+           "variant": variant, "path": path, "queries": [e.input for e in queries] if path == "mlp" else None,
+           **vector_key(ltv), "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
         theta = ltv.vectors[0].to(lm.device, lm.dtype)
         draws = random_like(theta.float().cpu(), n_draws, seed).to(lm.device, lm.dtype)
         runner = last_token_runner(lm, ltv.task, test)
-        return ov_control(lm, runner, theta, layer, draws, variant=variant) | {"n_draws": n_draws, "seed": seed}
+        states = mlp_states(lm, last_token_runner(lm, ltv.task, queries), layer, ltv.edits()) if path == "mlp" else None
+        return ov_control(lm, runner, theta, layer, draws, variant=variant, path=path, states=states) | {
+            "n_draws": n_draws, "seed": seed}
 
     return cached_json("ov/control", key, compute)
 
