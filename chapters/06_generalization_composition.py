@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: ltv-book
 #     language: python
@@ -126,34 +128,41 @@ print(f"vectors: {t_vectors:.0f} s (cached ones are read back)")
 # the shufflings.
 
 # %%
-sim = gen_tables.similarity(ltvs, seed)
-display(gen_tables.similarity_table(sim))
-display(gen_tables.within_table(sim))
+# similarities need at least two learned vectors; with fewer the clustering claim is not testable
+sim = gen_tables.similarity(ltvs, seed) if len(ltvs) >= 2 else None
+if sim is not None:
+    display(gen_tables.similarity_table(sim))
+    display(gen_tables.within_table(sim))
+else:
+    display(Markdown(f"*{len(ltvs)} of {len(all_ltvs)} vectors learned: no similarity to compare.*"))
 
 # %% mystnb={"figure": {"caption": "Cosine similarity between what training added to every pair of trained LTVs (vector minus its random start; rows and columns: task and seed, black lines separate tasks). Blocks on the diagonal mean that seeds of one task agree.", "name": "ch06-fig-cosine"}}
-fig, ax = gen_tables.plot_cosine(sim.cos_d, sim)
-ax.set_title(f"What training added: cosine similarity ({len(sim.keys)} LTVs)")
-ax.set_xlabel("vector (task, seed)")
-ax.set_ylabel("vector (task, seed)")
-fig.tight_layout()
-plt.show()
+if sim is not None:
+    fig, ax = gen_tables.plot_cosine(sim.cos_d, sim)
+    ax.set_title(f"What training added: cosine similarity ({len(sim.keys)} LTVs)")
+    ax.set_xlabel("vector (task, seed)")
+    ax.set_ylabel("vector (task, seed)")
+    fig.tight_layout()
+    plt.show()
 
 # %% mystnb={"figure": {"caption": "Cosine similarity between the trained LTVs as injected (rows and columns: task and seed). Vectors of different tasks with the same seed share their random start, which raises their similarity.", "name": "ch06-fig-cosine-raw"}}
-fig, ax = gen_tables.plot_cosine(sim.cos_v, sim)
-ax.set_title(f"LTVs as injected: cosine similarity ({len(sim.keys)} LTVs)")
-ax.set_xlabel("vector (task, seed)")
-ax.set_ylabel("vector (task, seed)")
-fig.tight_layout()
-plt.show()
+if sim is not None:
+    fig, ax = gen_tables.plot_cosine(sim.cos_v, sim)
+    ax.set_title(f"LTVs as injected: cosine similarity ({len(sim.keys)} LTVs)")
+    ax.set_xlabel("vector (task, seed)")
+    ax.set_ylabel("vector (task, seed)")
+    fig.tight_layout()
+    plt.show()
 
 # %% mystnb={"figure": {"caption": "The trained LTVs projected to two dimensions, one colour per task, one marker per seed. Top: the first two principal components (variance explained on the axes). Bottom (with scikit-learn): t-SNE of the cosine distances, whose axes have no units.", "name": "ch06-fig-projection"}}
-panels = gen_tables.projection_panels(sim, seed)  # PCA, and t-SNE where scikit-learn is installed
-fig, axes = gen_tables.plot_projection(sim, panels)
-for ax, (name, _, xlabel, ylabel) in zip(axes, panels):
-    ax.set_title(f"{name} of the {len(sim.keys)} trained LTVs")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-plt.show()
+panels = gen_tables.projection_panels(sim, seed) if sim is not None else []  # PCA, and t-SNE with scikit-learn
+if sim is not None:
+    fig, axes = gen_tables.plot_projection(sim, panels)
+    for ax, (name, _, xlabel, ylabel) in zip(axes, panels):
+        ax.set_title(f"{name} of the {len(sim.keys)} trained LTVs")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+    plt.show()
 if len(panels) == 1:
     display(Markdown("*t-SNE is not shown: scikit-learn is not installed in this environment; the PCA panel is "
                      "computed with numpy alone.*"))
@@ -180,7 +189,7 @@ display(transfer.own)
 display(Markdown("The three most frequent top-1 tokens when the row's LTV is injected into the column's prompts:"))
 display(gen_tables.top_tokens_table(transfer, sizes.tasks))
 
-# %% mystnb={"figure": {"caption": "Cross-task transfer: test accuracy (%) of the LTV trained on the row's task (first seed), injected into the zero-shot test prompts of the column's task; last row: the column's zero-shot accuracy. Top: the book's metric over the whole vocabulary; bottom: accuracy restricted to the target's label words (classification targets). About 200 test queries per column (±7 points at 50 %); blank: the vector did not train. The paper's SNLI → RTE number (46.21 %, Llama-3.1-8B) is marked in its cell.", "name": "ch06-fig-transfer"}}
+# %% mystnb={"figure": {"caption": "Cross-task transfer: test accuracy (%) of the LTV trained on the row's task (first seed), injected into the zero-shot test prompts of the column's task; last row: the column's zero-shot accuracy. Top: the book's metric over the whole vocabulary; bottom: accuracy restricted to the target's label words (classification targets). About 200 test queries per column (\u00b17 points at 50 %); blank: the vector did not train. The paper's SNLI \u2192 RTE number (46.21 %, Llama-3.1-8B) is marked in its cell.", "name": "ch06-fig-transfer"}}
 fig, axes = gen_tables.plot_transfer(transfer, zero)
 for ax, title in zip(axes, gen_tables.TRANSFER_PANELS):
     ax.set_title(title)
@@ -219,7 +228,7 @@ if nli:
 else:
     display(Markdown("*SNLI and RTE are not both among this run's tasks: no SNLI → RTE cell.*"))
 
-# %% mystnb={"figure": {"caption": "SNLI → RTE: first-token accuracy (%) on RTE's test prompts of the SNLI-trained LTV, of random vectors with its norm (the control), of the best other foreign LTV, of RTE zero-shot, of RTE's own LTV and of always answering RTE's majority label; bars are 95 % intervals, the dashed line is the paper's SNLI → RTE number (46.21 %, Llama-3.1-8B).", "name": "ch06-fig-snli-rte"}}
+# %% mystnb={"figure": {"caption": "SNLI \u2192 RTE: first-token accuracy (%) on RTE's test prompts of the SNLI-trained LTV, of random vectors with its norm (the control), of the best other foreign LTV, of RTE zero-shot, of RTE's own LTV and of always answering RTE's majority label; bars are 95 % intervals, the dashed line is the paper's SNLI \u2192 RTE number (46.21 %, Llama-3.1-8B).", "name": "ch06-fig-snli-rte"}}
 fig, ax = gen_tables.plot_snli_rte(rte_cells)
 ax.set_title(f"SNLI → RTE and its references ({n_rte} RTE test queries)")
 ax.set_xlabel("accuracy on RTE's test prompts (%)")
@@ -261,14 +270,14 @@ sum_seeds, ests = composition.sum_seeds, composition.ests
 display(composition.table())
 print(f"composition: {t_comp:.0f} s")
 
-# %% mystnb={"figure": {"caption": "English masculine → French feminine: each method's first-token accuracy and share of test pairs whose most probable whole answer is the French feminine, over the composition seeds and the test pairs; bars are 95 % seed-and-query bootstrap intervals. The paper's numbers for this experiment are not in our sources, so none is drawn.", "name": "ch06-fig-composition"}}
+# %% mystnb={"figure": {"caption": "English masculine \u2192 French feminine: each method's first-token accuracy and share of test pairs whose most probable whole answer is the French feminine, over the composition seeds and the test pairs; bars are 95 % seed-and-query bootstrap intervals. The paper's numbers for this experiment are not in our sources, so none is drawn.", "name": "ch06-fig-composition"}}
 fig, ax = composition.plot()
 ax.set_title(f"English masculine → French feminine ({len(data.test)} test pairs, {len(results)} seeds)")
 ax.set_xlabel("method")
 ax.set_ylabel("% of test pairs")
 plt.show()
 
-# %% mystnb={"figure": {"caption": "Scaled sums a·θ(EN→FR) + b·θ(M→F) on the composed test pairs, mean over the seeds whose component vectors trained: first-token accuracy (top) and share of pairs whose most probable form is the French feminine (bottom), in %.", "name": "ch06-fig-composition-grid"}}
+# %% mystnb={"figure": {"caption": "Scaled sums a\u00b7\u03b8(EN\u2192FR) + b\u00b7\u03b8(M\u2192F) on the composed test pairs, mean over the seeds whose component vectors trained: first-token accuracy (top) and share of pairs whose most probable form is the French feminine (bottom), in %.", "name": "ch06-fig-composition-grid"}}
 fig, axes = composition.plot_grid()
 for ax, (_, title) in zip(axes, GRID_PANELS):
     ax.set_title(f"$a\\,\\theta_{{EN\\to FR}} + b\\,\\theta_{{M\\to F}}$: {title}")
@@ -301,7 +310,7 @@ display(composition.cosine_table())
 #   with both components trained → not testable.
 
 # %%
-if sim.cluster_stats:
+if sim is not None and sim.cluster_stats:
     st_d, st_v = sim.cluster_stats["vector minus start"], sim.cluster_stats["vectors"]
     rule_clusters = combine_rule({
         "what training added: same-task above cross-task cosine": direction_rule(st_d["gap"].value, st_d["gap"].interval),
@@ -409,7 +418,7 @@ interpret(claim_clusters, {
     "inconclusive": "With {n} tasks of several seeds the interval admits both a clustering and none ({reason}).",
     "not testable at this scale": "Too few tasks have two trained seeds to measure a same-task similarity "
                                   "({reason}).",
-}, reason=rule_clusters.reason, n=len(sim.multi))
+}, reason=rule_clusters.reason, n=len(sim.multi) if sim is not None else 0)
 
 # %%
 interpret(claim_transfer, {
