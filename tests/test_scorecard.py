@@ -25,12 +25,14 @@ from ltvlib.book.scorecard import (
     direction_rule,
     load_sheets,
     not_testable,
+    precondition_rule,
     record_claims,
     scorecard_markdown,
     summary_markdown,
     threshold_rule,
     uncertainty_text,
     verdict_counts,
+    verdict_grid_markdown,
     verdict_of,
 )
 from ltvlib.stats import Estimate, paired_bootstrap_difference, seed_interval
@@ -223,6 +225,9 @@ def test_scorecard_runs_last_and_links_resolve(tmp_path: Path) -> None:
         ((0.0, 0.0), 1, 0.0, Verdict.NOT_REPRODUCED),  # "A beats B" with A = B on every query: excluded
         ((-0.05, 0.10), 1, 0.0, Verdict.INCONCLUSIVE),
         ((0.0, 0.10), 1, 0.0, Verdict.INCONCLUSIVE),  # admits no difference
+        ((-0.10, 0.0), 1, 0.0, Verdict.INCONCLUSIVE),  # the mirror: admits no difference too
+        ((0.0, 0.10), -1, 0.0, Verdict.INCONCLUSIVE),
+        ((0.0, 0.0), -1, 0.0, Verdict.NOT_REPRODUCED),
         ((-0.20, -0.05), -1, 0.0, Verdict.REPRODUCED),  # the paper finds A below B
         ((0.05, 0.20), -1, 0.0, Verdict.NOT_REPRODUCED),
         ((0.05, 0.20), 1, 0.10, Verdict.INCONCLUSIVE),  # above 0 but not surely above the margin
@@ -235,6 +240,54 @@ def test_direction_rule(interval, direction, margin, expected) -> None:
     assert r.verdict is expected and r.rule == "direction"
     assert r.inputs == {"diff": diff, "interval": list(interval), "paper_direction": direction, "margin": margin}
     assert RuleResult.from_dict(r.to_dict()) == r
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.05])
+@pytest.mark.parametrize("width", [0.1, 0.2273, 0.02])
+def test_direction_rule_is_symmetric_at_its_bound(margin, width) -> None:
+    """A bound exactly at the margin counts the same on both sides: mirroring the interval (or the paper's
+    direction) mirrors the verdict, and touching the margin from either side is inconclusive."""
+    up = direction_rule(margin + width / 2, (margin, margin + width), margin=margin)
+    down = direction_rule(margin - width / 2, (margin - width, margin), margin=margin)
+    assert up.verdict is down.verdict is Verdict.INCONCLUSIVE
+    for lo, hi in ((margin, margin + width), (margin - width, margin), (margin + 0.01, margin + width),
+                   (margin - width, margin - 0.01)):
+        a = direction_rule((lo + hi) / 2, (lo, hi), 1, margin=margin)
+        b = direction_rule(-(lo + hi) / 2, (-hi, -lo), -1, margin=margin)
+        assert a.verdict is b.verdict, (lo, hi)
+
+
+def test_a_direction_verdict_saved_before_the_symmetric_bound_still_loads() -> None:
+    old = {"rule": "direction", "verdict": "not reproduced", "reason": "old",
+           "inputs": {"diff": -0.1, "interval": [-0.2, 0.0], "paper_direction": 1, "margin": 0.0}}
+    assert RuleResult.from_dict(old).verdict is Verdict.NOT_REPRODUCED
+    assert combine_rule({"a": old, "b": direction_rule(0.0, (0.0, 0.2))}).verdict is Verdict.NOT_REPRODUCED
+    # only that case: any other disagreement is still an error
+    with pytest.raises(ValueError, match="gives 'inconclusive' on the saved inputs"):
+        RuleResult.from_dict({**old, "inputs": {**old["inputs"], "interval": [-0.2, 0.1], "diff": 0.0}})
+    with pytest.raises(ValueError, match="gives 'inconclusive' on the saved inputs"):
+        RuleResult.from_dict({**old, "verdict": "reproduced"})
+
+
+def test_precondition_rule_gives_not_testable_without_headroom() -> None:
+    headroom, none_ = direction_rule(0.2, (0.1, 0.3)), direction_rule(-0.05, (-0.1, 0.0))
+    main = direction_rule(-0.1, (-0.2, -0.05))
+    r = precondition_rule("the composed task's LTV beats ICL", headroom, main)
+    assert r.verdict is Verdict.NOT_REPRODUCED and r.rule == "precondition"
+    r = precondition_rule("the composed task's LTV beats ICL", none_, main)
+    assert r.verdict is Verdict.NOT_TESTABLE and "does not hold (inconclusive" in r.reason
+    assert r.inputs["precondition"]["inputs"]["interval"] == [-0.1, 0.0]  # the measurement behind it is kept
+    assert RuleResult.from_dict(r.to_dict()) == r
+    assert combine_rule({"a": r}).verdict is Verdict.NOT_TESTABLE
+    with pytest.raises(ValueError, match="name the condition"):
+        precondition_rule(" ", headroom, main)
+    est = Estimate(-0.05, -0.1, 0.0, n=300, seeds=3, method="paired bootstrap", resamples=2000, difference=True)
+    c = claim(key="comp", checks={}, rule=r, intervals={"composed LTV − best ICL": est})
+    sheet = ClaimSheet("06_c", "m", "cpu", 0, (c,))
+    assert "– not testable at this scale" in scorecard_markdown([sheet])
+    assert "precondition, the composed task's LTV beats ICL: ? direction" in scorecard_markdown([sheet])
+    assert "{verdict}`not testable at this scale`" in verdict_grid_markdown([sheet])
+    assert "– not testable at this scale" in verdict_grid_markdown([sheet], style="github")
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,9 @@ of five levels (:data:`VERDICT_LEVELS`):
   other side -> *not reproduced*, across 0 -> *inconclusive*;
 - :func:`threshold_rule`: the same against a bound ("recovers at least 80 % of the gain");
 - :func:`combine_rule`: sub-claims, some reproduced and some not -> *partly*;
-- :func:`not_testable`: *not testable at this scale*, with the reason.
+- :func:`not_testable`: *not testable at this scale*, with the reason;
+- :func:`precondition_rule`: *not testable at this scale* when a measured precondition fails (e.g. no headroom
+  over ICL), else the claim's own rule.
 
 The claim saves the rule's name and inputs, and reading it back re-applies the rule (:data:`RULES`), so a
 saved verdict that its rule does not give is an error. Claims saved before intervals carry ``checks``, named
@@ -81,6 +83,7 @@ __all__ = [
     "grid_rows",
     "load_sheets",
     "not_testable",
+    "precondition_rule",
     "record_claims",
     "scorecard_markdown",
     "scorecard_page_markdown",
@@ -182,10 +185,28 @@ class RuleResult:
             raise ValueError(f"unknown rule {name!r}; rules: {sorted(RULES)}")
         result = RULES[name](**d["inputs"])
         if result.verdict.value != d["verdict"]:
+            result = _legacy_direction(name, d) or result
+        if result.verdict.value != d["verdict"]:
             raise ValueError(
                 f"rule {name!r} gives {result.verdict.value!r} on the saved inputs, but {d['verdict']!r} was saved"
             )
         return result
+
+
+def _legacy_direction(name: str, d: Mapping[str, Any]) -> RuleResult | None:
+    """A direction verdict saved before the rule became symmetric at its bound: then an interval whose far end
+    sat exactly at the margin (``[-x, 0]``) was "not reproduced", where it is inconclusive now. Such a saved
+    verdict is read back as saved (the chapter's next run decides it afresh); anything else is not legacy."""
+    if name != "direction" or d.get("verdict") != Verdict.NOT_REPRODUCED.value:
+        return None
+    i = d["inputs"]
+    s, m = int(i["paper_direction"]), float(i["margin"])
+    lo, hi = sorted((s * float(i["interval"][0]) - m, s * float(i["interval"][1]) - m))
+    if hi != 0 or lo >= 0:
+        return None
+    span = f"[{_g(float(i['interval'][0]))}, {_g(float(i['interval'][1]))}]"
+    return _result(Verdict.NOT_REPRODUCED, "direction", i, f"the interval {span} reaches the margin at most "
+                   "(decided by the rule before it was symmetric at its bound)")
 
 
 def _result(verdict: Verdict, rule: str, inputs: Mapping[str, Any], reason: str) -> RuleResult:
@@ -212,9 +233,12 @@ def _g(x: float) -> str:
 def direction_rule(diff: float, interval: Sequence[float], paper_direction: int = 1, *, margin: float = 0.0) -> RuleResult:
     """The paper says a difference (method A minus B) has a sign; does our interval agree?
 
-    Reproduced when the whole interval lies beyond ``margin`` on the paper's side; not reproduced when it lies
-    entirely on the other side (``margin`` included: an interval of exactly 0 excludes "A beats B");
-    inconclusive when it admits both.
+    Reproduced when the whole interval lies strictly beyond ``margin`` on the paper's side; not reproduced when
+    it lies strictly on the other side; inconclusive when it admits both. A bound exactly at ``margin`` counts
+    the same on either side: ``[0, +x]`` and ``[-x, 0]`` are both inconclusive (each admits no difference), and
+    mirroring the interval with ``paper_direction`` mirrors the verdict. The one exception is the degenerate
+    interval ``[margin, margin]`` (A equals B on every resample, e.g. both at the floor): no difference at all,
+    which excludes the paper's direction whichever it is, so not reproduced.
 
     Args:
         diff: our difference, e.g. :attr:`ltvlib.stats.Estimate.value` of a paired bootstrap.
@@ -232,8 +256,10 @@ def direction_rule(diff: float, interval: Sequence[float], paper_direction: int 
     span = f"[{_g(lo)}, {_g(hi)}]"
     if a > 0:
         verdict, why = Verdict.REPRODUCED, f"the interval {span} lies {side}, the paper's side"
-    elif b <= 0:
+    elif b < 0:
         verdict, why = Verdict.NOT_REPRODUCED, f"the interval {span} excludes the paper's direction ({side})"
+    elif a == b == 0:
+        verdict, why = Verdict.NOT_REPRODUCED, f"the interval {span} is exactly {_g(margin)}: no difference at all"
     else:
         verdict, why = Verdict.INCONCLUSIVE, f"the interval {span} admits both directions around {_g(margin)}"
     inputs = {"diff": v, "interval": [lo, hi], "paper_direction": paper_direction, "margin": margin}
@@ -303,6 +329,31 @@ def not_testable(reason: str) -> RuleResult:
     return _result(Verdict.NOT_TESTABLE, "not testable", {"reason": reason.strip()}, reason.strip())
 
 
+def precondition_rule(condition: str, precondition: RuleResult | Mapping[str, Any],
+                      claim: RuleResult | Mapping[str, Any]) -> RuleResult:
+    """A claim that can only be tested where a measured precondition holds (e.g. "the LTV trained on the composed
+    task beats ICL there": without that headroom, no method can be shown to beat ICL).
+
+    The precondition's own rule reproduced -> the claim's verdict; otherwise not testable at this scale, whatever
+    the claim's rule gave (both results are saved, so the reader sees the measurement behind the verdict).
+
+    Args:
+        condition: the precondition in a few words, for the scorecard.
+        precondition: its rule's result (or that result's ``to_dict()``, as saved).
+        claim: the claim's rule's result (or its ``to_dict()``).
+    """
+    if not isinstance(condition, str) or not condition.strip():
+        raise ValueError("precondition: name the condition (what must hold before the claim can be tested)")
+    pre = precondition if isinstance(precondition, RuleResult) else RuleResult.from_dict(precondition)
+    main = claim if isinstance(claim, RuleResult) else RuleResult.from_dict(claim)
+    if pre.verdict is Verdict.REPRODUCED:
+        verdict, why = main.verdict, f"{condition.strip()} holds ({pre.reason}); {main.reason}"
+    else:
+        verdict, why = Verdict.NOT_TESTABLE, f"{condition.strip()} does not hold ({pre.verdict.value}: {pre.reason})"
+    inputs = {"condition": condition.strip(), "precondition": pre.to_dict(), "claim": main.to_dict()}
+    return _result(verdict, "precondition", inputs, why)
+
+
 def checks_rule(checks: Mapping[str, Any] | Sequence[Sequence[Any]]) -> RuleResult:
     """The rule of claims recorded without intervals (:func:`verdict_of`), as a :class:`RuleResult`."""
     pairs = [(str(n), _as_bool(str(n), v)) for n, v in (checks.items() if isinstance(checks, Mapping) else checks)]
@@ -337,6 +388,7 @@ RULES: dict[str, Callable[..., RuleResult]] = {
     "not testable": not_testable,
     "checks": checks_rule,
     "budget": budget_rule,
+    "precondition": precondition_rule,
 }
 
 
@@ -552,6 +604,10 @@ def _result_text(r: RuleResult) -> str:
     if r.rule == "combined":
         parts = [(k, RuleResult.from_dict(v)) for k, v in r.inputs["parts"].items()]
         return "combined: " + "; ".join(f"{_MARKS[p.verdict]} {k} ({p.verdict.value}: {_result_text(p)})" for k, p in parts)
+    if r.rule == "precondition":
+        pre, main = RuleResult.from_dict(r.inputs["precondition"]), RuleResult.from_dict(r.inputs["claim"])
+        return (f"precondition, {r.inputs['condition']}: {_MARKS[pre.verdict]} {_result_text(pre)}; then "
+                f"{_MARKS[main.verdict]} {_result_text(main)}")
     return f"{r.rule}: {r.reason}"
 
 
