@@ -12,62 +12,46 @@
 #     language: python
 #     name: ltv-book
 # ---
-
 # %% [markdown]
 # # How a task vector acts at the low level: OV circuits and key heads
 #
-# **The claim** (the paper's third): a learned task vector (LTV) $\theta$, added to the residual stream at
-# layer $l$, acts mainly through the **OV circuits** of the attention heads after it, and a small set of
-# **key heads** carries most of its effect. On Llama-3.1-8B (middle layer) the paper reports:
-#
-# - replacing $\theta$ by its OV reconstruction $\theta_{OV} = \sum_{l' \ge l}\sum_h W_O^{l',h} W_V^{l',h}\,\theta$
-#   keeps much of the gain: **SST-2 83 % → 52 %** (zero-shot **0 %**); the analogous MLP-path reconstruction
-#   recovers little;
-# - ablating the top 10 % of heads by saliency $S(l,h) = |a_{l,h}\cdot\partial p(y\mid x,\theta)/\partial
-#   a_{l,h}|$ drops accuracy **83 % → 51 %**, ablating a random 10 % only to **78 %**;
-# - the key heads sit just after the injection layer and in the last layers (a U shape), and attend *less*
-#   to the first token (the attention sink) and *more* to the final position than other heads.
-#
-# The paper's limitations section says its mechanism analysis is done on tasks with a **label space**. So the
-# verdicts of this chapter are decided on the label-space tasks (SST-2, TREC, SNLI, ...: the answer is one of a
-# few label words), with an open-vocabulary task (Antonym) measured beside them for contrast. Every accuracy is
-# given over the whole vocabulary (the paper's measure) and restricted to the label words, with its $n$ and a
-# 95 % interval. Each mechanism measurement on $\theta$ stands beside the same measurement on **random vectors
-# of $\theta$'s norm**, and each ablation beside ablating as many random heads.
+# **The claim** (the paper's third): a learned task vector (LTV) $\theta$ added to the residual stream at the
+# middle layer acts mainly through the OV circuits of the attention heads after it, and a few *key heads*
+# carry most of its effect. In an SST-2 table on Llama-3.1-8B the paper reports that replacing $\theta$ by its
+# OV reconstruction keeps **52 %** accuracy against the LTV's **83 %** (zero-shot **0 %**; an MLP-path
+# reconstruction recovers little), and that ablating the top 10 % of heads by saliency drops accuracy to
+# **51 %**, a random 10 % only to **78 %**. A figure shows the key heads right after the injection layer and in
+# the last layers, attending less to the first token and more to the final position (no numbers). These
+# numbers are transcribed from a secondary summary of the paper, not checked against the paper itself.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 model = "smollm2-135m"
 profile = "cpu"
 recipe = None  # None: the profile's LTV recipe; "fast" or "paper"
 seed = 0
 device = "auto"
-label_tasks = None  # None: the profile's label-space tasks below (they decide the verdicts)
-open_tasks = None  # None: the profile's open-vocabulary tasks below (shown beside, not deciding)
+label_tasks = None  # None: the profile's label-space tasks (they decide the verdicts)
+open_tasks = None  # None: the profile's open-vocabulary tasks (shown beside, not deciding)
 fraction = 0.1  # key heads: the top 10 % by saliency, as in the paper
 n_random = None  # random head sets per control (None: the profile's)
 n_draws = None  # random vectors of the LTV's norm per OV control (None: the profile's)
 
-# %%
-import time
+# %% tags=["hide-input"]
 import warnings
 
 warnings.filterwarnings("ignore", message="IProgress not found")
 import matplotlib.pyplot as plt
+import pandas as pd
 from IPython.display import Markdown, display
+from matplotlib.ticker import MaxNLocator
+from myst_nb import glue
 from transformers.utils import logging as hf_logging
 
-from ltvlib.book.scorecard import (
-    Claim,
-    combine_rule,
-    direction_rule,
-    interpret,
-    not_testable,
-    record_claims,
-    threshold_rule,
-)
+from ltvlib.book.scorecard import Claim, combine_rule, direction_rule, not_testable, record_claims, threshold_rule
+from ltvlib.ltv_record import LTVRecord
 from ltvlib.models import load_model
-from ltvlib.stats import format_estimate
 from ltvlib.study import ov_key_heads_tables as tables
+from ltvlib.study.claim_summary import SummaryRow, estimate_cell, summary_markdown
 from ltvlib.study.key_heads import key_head_experiment
 from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.ltvs import task_splits, trained_ltv
@@ -76,19 +60,12 @@ from ltvlib.study.plans import ov_key_heads_plan
 from ltvlib.study.tables import interval_table
 
 hf_logging.disable_progress_bar()
-
-# Per profile (`ltvlib.study.plans.OV_KEY_HEADS_SIZES`): the label-space tasks (they decide every verdict), the
-# open-vocabulary tasks shown beside them, the held-out analysis queries (validation split: saliency, mean head
-# outputs, attention statistics, norm scales), random head sets and random vectors per control. Every LTV is the
-# middle-layer vector of `ltvlib.study.ltvs.trained_ltv` (seed 0) that chapter 00 trains for every task of the
-# paper, so a book build trains nothing here. In `cpu` RTE is left out: its prompts are the longest (the analysis
-# runs the whole prompt of every test query once), and three label-space tasks already give 600 test queries.
+pd.set_option("display.max_colwidth", None)
 plan = ov_key_heads_plan(profile, recipe=recipe, label_tasks=label_tasks, open_tasks=open_tasks, n_random=n_random,
                          n_draws=n_draws)
 run, label_list, open_list = plan.run_sizes, list(plan.label_tasks), list(plan.open_tasks)
 task_list = label_list + open_list
 n_random, n_draws = plan.n_random, plan.n_draws
-started = time.perf_counter()
 lm = load_model(model, device=device)
 mid = lm.middle_layer
 L, H = lm.n_layers, lm.geometry.n_heads
@@ -96,126 +73,173 @@ ledger = LTVLedger()
 
 
 def queries_and_test(task):
+    """Analysis queries (validation split: saliency, mean head outputs, attention, MLP states) and test queries."""
     splits = task_splits(task, run)
     return list(splits.validation[: plan.n_queries]), list(splits.test)
 
 
-display(Markdown(tables.describe_setup(lm, profile, run, plan.n_queries, label_list, open_list, fraction, n_random,
-                                       n_draws)))
-
-# %% [markdown]
-# ## The trained vectors
-#
-# Every LTV comes from `ltvlib.study.ltvs.trained_ltv` (the cache entries chapter 00 writes): one vector per
-# task, added to the residual stream entering block $l$ = the middle layer at the last prompt position. A
-# vector whose validation score never rose above its random start is shown as "did not train" and left out
-# of every mean and verdict.
-
-# %%
-t0 = time.perf_counter()
+# the middle-layer LTV of every task (chapter 00 trains them); only those that learned are measured
 ltvs = {t: trained_ltv(lm, t, run, layers=[mid], seed=seed) for t in task_list}
-trained = {t: ltvs[t].training.trained is True for t in task_list}
-deciding = [t for t in label_list if trained[t]]
-display(tables.vectors_table(ltvs, label_list, ledger))
-display(ledger.summary())
-print(f"vectors: {time.perf_counter() - t0:.0f} s")
+learned = [t for t in task_list if LTVRecord.of(ltvs[t]).trained is True]
+deciding = [t for t in label_list if t in learned]
+not_learned = [t for t in task_list if t not in learned]
 
-# %% [markdown]
-# ## OV reconstruction, in the paper's form
-#
-# For query head $h$ of layer $l'$ (`ltvlib.analysis.ov.ov_matrix`): $OV_{l',h} = W_O^{l',h}\, W_V^{l',g(h)}\,
-# \mathrm{diag}(\gamma_{l'})$, with $W_O^{l',h}$ the head's column slice of `o_proj`, $W_V^{l',g}$ the value
-# rows of its KV group (grouped-query attention) and $\gamma_{l'}$ the gain of the block's pre-attention
-# RMSNorm. **The paper's reconstruction** is the bare-weight sum $\theta_{OV} = \sum_{l'\ge l}\sum_h
-# OV_{l',h}\,\theta$, injected where $\theta$ was (block input of layer $l$, last position, added) *instead
-# of* $\theta$. Beside it:
-#
-# - **random-vector control**: the same sum of random vectors of $\|\theta\|$, injected the same way (several
-#   draws): how much of $\theta_{OV}$'s accuracy any vector of that size would give;
-# - **MLP control**: the later MLPs' first-order response $\sum_{l'\ge l} J_{l'}\theta$ (the paper's
-#   comparison; the first-order form is ours);
-# - **our variants**, labelled "(ours)" and never used for a verdict: the sum scaled by the measured
-#   $1/\mathrm{rms}$ of the stream each block's norm sees, the same weighted by each head's attention from the
-#   last position to itself, and the scaled sum rescaled to $\|\theta\|$.
+# OV: the LTV against its reconstructions; each reconstruction against random vectors of |θ| through the same map
+ov = {t: ov_experiment(lm, ltvs[t], *queries_and_test(t)) for t in learned}
+ovc = {t: {tables.control_key(path, variant): ov_control_experiment(
+    lm, ltvs[t], queries_and_test(t)[1], n_draws=n_draws, seed=seed, variant=variant, path=path,
+    queries=queries_and_test(t)[0]) for path in ("ov", "mlp") for variant in ("at |θ|", "paper")} for t in learned}
 
-# %%
-t0 = time.perf_counter()
-# an untrained vector is its random start: nothing of it is measured or shown
-analysed = [t for t in task_list if trained[t]]
-ov = {t: ov_experiment(lm, ltvs[t], *queries_and_test(t)) for t in analysed}
-ovc = {t: ov_control_experiment(lm, ltvs[t], queries_and_test(t)[1], n_draws=n_draws, seed=seed) for t in analysed}
-print(f"OV reconstructions and controls: {time.perf_counter() - t0:.0f} s")
-display(Markdown("**Whole-vocabulary accuracy** (the paper's measure), test queries, LTV at the middle layer:"))
-display(tables.ov_table(ov, ovc, ltvs, task_list, deciding, ledger, "accuracy", n_draws))
-display(Markdown("**Label-restricted accuracy** (argmax over the label words' first tokens), label-space tasks:"))
-display(tables.ov_table(ov, ovc, ltvs, task_list, deciding, ledger, "label_accuracy", n_draws))
-display(Markdown("Size of each replacement relative to θ (ratio of L2 norms) and its cosine with θ:"))
-display(tables.ov_norms(ov, analysed))
+# key heads: saliency, ablation against random head sets, attention of the last position
+kh = {t: key_head_experiment(lm, ltvs[t], *queries_and_test(t), fraction=fraction, n_random=n_random, seed=seed)
+      for t in learned}
 
-# %% [markdown]
-# The claim is tested on the label-space tasks' test queries pooled (each query counted once). Four parts,
-# each by a rule on a 95 % interval (paired bootstrap over the queries): (a) $\theta_{OV}$ above zero-shot;
-# (b) the LTV's $\theta_{OV}$ above random vectors' $\theta_{OV}$ (the draws resampled as seeds); (c)
-# $\theta_{OV}$ above the MLP control; (d) $\theta_{OV}$ keeps at least half of the LTV's gain over zero-shot
-# (the paper: 52 of 83 points, 63 %; one half is our bound for "much of the gain").
-
-# %%
+# %% tags=["hide-input"]
+# The rules. Every claim is decided on the label-space tasks whose LTV learned, their test queries pooled.
+NO_LTV = "no label-space LTV learned at the middle layer"
 if deciding:
-    pooled_ov = tables.pool_ov(ov, ovc, deciding)
-    share = pooled_ov.share
-    ov_rule = combine_rule(
-        {name: direction_rule(e.value, e.interval, +1) for name, e in pooled_ov.parts.items()}
-        | {"θ_OV keeps ≥ half of the LTV's gain": threshold_rule(share.value, share.interval, 0.5) if share is not None
-           else not_testable("the LTVs do not beat zero-shot on the pooled label-space queries: no gain to keep")})
-    ov_intervals, ov_acc = pooled_ov.intervals, pooled_ov.accuracy
+    pov = tables.pool_ov(ov, ovc, deciding)
+    ov_parts = {
+        "θ_OV at |θ| above random vectors' θ_OV at |θ|": direction_rule(
+            pov.vs_random["ov/at |θ|"].value, pov.vs_random["ov/at |θ|"].interval, +1),
+        "θ_OV at |θ| above the MLP control at |θ|": direction_rule(
+            pov.ov_minus_mlp.value, pov.ov_minus_mlp.interval, +1),
+        "θ_OV at |θ| keeps at least half of the LTV's gain": (
+            threshold_rule(pov.share.value, pov.share.interval, 0.5) if pov.share is not None
+            else not_testable("the LTVs do not beat zero-shot on the pooled queries: no gain to keep")),
+        "θ_OV in the paper's form above random vectors' θ_OV in that form": (
+            not_testable("every paper-form reconstruction, θ's and the random ones, scores 0 on every query")
+            if pov.floor["ov/paper"] else direction_rule(pov.vs_random["ov/paper"].value,
+                                                         pov.vs_random["ov/paper"].interval, +1)),
+    }
+    ov_rule, ov_intervals = combine_rule(ov_parts), pov.intervals
+    key_intervals = tables.pool_key_heads(kh, deciding)
+    key_gap = key_intervals["random-head minus key-head ablation (zero)"]
+    key_rule = direction_rule(key_gap.value, key_gap.interval, +1)
 else:
-    ov_rule = not_testable("no label-space task's LTV trained at the middle layer")
-    ov_intervals, ov_acc, share = {}, {}, None
-display(interval_table(ov_intervals) if ov_intervals else Markdown("No label-space LTV trained: nothing to pool."))
+    pov, ov_rule, ov_intervals = None, not_testable(NO_LTV), {}
+    key_rule, key_intervals, key_gap = not_testable(NO_LTV), {}, None
 
-# %% mystnb={"figure": {"caption": "Whole-vocabulary (top) and label-restricted (bottom) test accuracy per task with the LTV at the middle layer, its OV reconstruction in the paper's form, the mean of the random vectors' reconstructions and the MLP control; zero-shot for reference. Bars: Wilson 95 % intervals (random: the range of the draws). Dashed lines: the paper's SST-2 numbers on Llama-3.1-8B.", "name": "ch04-fig-ov"}}
-fig, axes = tables.plot_ov(ov, ovc, task_list, label_list, trained)
-for ax, (_, title) in zip(axes, tables.OV_PANELS):
-    ax.set_title(f"OV reconstruction against its controls ({title})", fontsize=10)
-    ax.set_ylabel("test accuracy (%)")
-axes[1].set_xlabel("task (LTV at the middle layer)")
-fig.tight_layout(rect=(0, 0.12, 1, 1))
+u_shares, n_u = tables.u_shape_shares(kh, deciding)
+u_intervals = {f"{name}: share of key heads minus its share of the layers": e for name, e in u_shares.items()}
+u_rule = (combine_rule({f"more key heads in the {name} than uniform": direction_rule(e.value, e.interval, +1)
+                        for name, e in u_shares.items()})
+          if u_shares else not_testable(f"{NO_LTV}, or fewer than 3 layers after it"))
+
+att_pools = tables.attention_pools(kh, deciding, L, H) if deciding else None
+att_intervals = tables.attention_differences(att_pools) if att_pools is not None else {}
+FIRST = "attention to the first token, key minus other heads"
+FINAL = "attention to the final position, key minus other heads"
+att_rule = (combine_rule({
+    "key heads attend less to the first token": direction_rule(att_intervals[FIRST].value,
+                                                               att_intervals[FIRST].interval, -1),
+    "key heads attend more to the final position": direction_rule(att_intervals[FINAL].value,
+                                                                  att_intervals[FINAL].interval, +1),
+}) if att_intervals else not_testable(NO_LTV))
+
+dec_text = ", ".join(deciding) or "none"
+claims = [
+    Claim(paper_claim=3, key="ov-reconstruction",
+          statement="Replacing the LTV by its OV-circuit reconstruction keeps much of its gain; the MLP path "
+                    "recovers little.",
+          paper="SST-2 table: 83 % → 52 % with θ_OV, zero-shot 0 % (Llama-3.1-8B, middle layer); MLP path little",
+          ours=(f"label-space tasks {dec_text} pooled: θ_OV at |θ| {estimate_cell(pov.accuracy['θ_OV at |θ|'])}, "
+                f"random vectors' θ_OV at |θ| differ by {estimate_cell(pov.vs_random['ov/at |θ|'])}"
+                if pov else NO_LTV),
+          rule=ov_rule, intervals=ov_intervals, evidence="ch04-fig-ov", evidence_title="Figure 4.1",
+          note=f"decided on: {dec_text}; reconstructions at |θ| and in the paper's form, each against random "
+               "vectors of |θ| through the same map"),
+    Claim(paper_claim=3, key="key-heads",
+          statement="Ablating the top 10 % of heads by saliency hurts far more than ablating as many random heads.",
+          paper="SST-2 table: 83 % → 51 % ablating key heads, 78 % ablating random heads (Llama-3.1-8B)",
+          ours=(f"label-space tasks {dec_text} pooled, zero-ablation: random-head minus key-head accuracy "
+                f"{estimate_cell(key_gap)}" if key_gap else NO_LTV),
+          rule=key_rule, intervals=key_intervals, evidence="ch04-fig-ablation", evidence_title="Figure 4.2",
+          note=f"decided on: {dec_text}; key heads = top 10 % of all heads; {n_random} random head sets per task"),
+    Claim(paper_claim=3, key="key-head-placement",
+          statement="Key heads sit just after the injection layer and in the last layers (a U shape).",
+          paper="figure: mostly right after the injection layer and in the last layers (no number)",
+          ours=("; ".join(f"{name}: {estimate_cell(e)}" for name, e in u_intervals.items())
+                + f" ({n_u} key heads at layers ≥ {mid})" if u_intervals else "not measured"),
+          rule=u_rule, intervals=u_intervals, evidence="ch04-fig-placement", evidence_title="Figure 4.3",
+          note=f"decided on: {dec_text}; only heads at or after the injection layer, against the uniform spread"),
+    Claim(paper_claim=3, key="key-head-attention",
+          statement="Key heads attend less to the first token (the attention sink) and more to the final position.",
+          paper="figure: less attention to the first token, more to the final position (no number)",
+          ours=("; ".join(f"{name}: {estimate_cell(e)}" for name, e in att_intervals.items())
+                if att_intervals else "not measured"),
+          rule=att_rule, intervals=att_intervals, evidence="ch04-fig-attention", evidence_title="Figure 4.4",
+          note=f"decided on: {dec_text}; compared with the other heads of the key heads' layers"),
+]
+by_key = {c.key: c for c in claims}
+
+# %% tags=["remove-input"]
+display(Markdown(summary_markdown([
+    SummaryRow("OV reconstruction keeps much of the gain", "83 % → 52 % (SST-2 table)",
+               "θ_OV at |θ| − random θ_OV at |θ|", pov.vs_random["ov/at |θ|"] if pov else None,
+               by_key["ov-reconstruction"].verdict.value, why=NO_LTV),
+    SummaryRow("Key heads matter more than random heads", "51 % vs 78 % (SST-2 table)",
+               "random − key heads ablated", key_gap, by_key["key-heads"].verdict.value, why=NO_LTV),
+    SummaryRow("Key heads in a U shape", "U shape (figure)", "last third − uniform share",
+               u_shares.get("last third"), by_key["key-head-placement"].verdict.value, why="not measured"),
+    SummaryRow("Key heads attend less to the sink", "less (figure)", "key − other heads, to the first token",
+               att_intervals.get(FIRST), by_key["key-head-attention"].verdict.value, why="not measured"),
+])))
+glue("n_learned", len(learned), display=False)
+glue("deciding", dec_text, display=False)
+glue("not_learned", ", ".join(not_learned) or "none", display=False)
+
+# %% [markdown]
+# The verdicts are decided on the label-space tasks whose LTV learned ({glue:text}`deciding`); Antonym, an
+# open-vocabulary task, is shown beside them. An LTV counts as learned when the lower end of its validation
+# accuracy's 95 % interval is above both zero-shot and the majority answer; those that did not
+# ({glue:text}`not_learned`) are left out of every number.
+
+# %% tags=["hide-input"]
+display(tables.vectors_table(ltvs, label_list, ledger))
+
+# %% [markdown]
+#
+# ## What we measured
+#
+# ### OV reconstruction at equal norm and in the paper's form
+#
+# The paper's reconstruction is $\theta_{OV} = \sum_{l' \ge l}\sum_h W_O^{l',h} W_V^{l',h}\theta$, injected
+# where $\theta$ was, instead of it. On this model that sum is about {glue:text}`ov_scale` times as long as
+# $\theta$: it floods the stream, and any vector of that size does the same. So we compare each reconstruction
+# twice, **rescaled to $|\theta|$** and **in the paper's form**, and each time against random vectors of
+# $|\theta|$ sent through the same map. The MLP control, the later MLPs' first-order response to $\theta$, is
+# treated the same way.
+
+# %% tags=["hide-input"]
+# the paper's form's length over |θ|, averaged over the deciding tasks
+ov_scale = sum(ovc[t]["ov/paper"]["norm"] for t in deciding) / len(deciding) if deciding else float("nan")
+glue("ov_scale", f"{ov_scale:.0f}" if deciding else "(not measured)", display=False)
+display(tables.ov_table(ov, ovc, learned) if learned else Markdown(f"Nothing to reconstruct: {NO_LTV}."))
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Whole-vocabulary test accuracy per task of the middle-layer LTV, its OV reconstruction and the MLP control, each beside random vectors of the LTV's norm sent through the same map (mean; whiskers: range of the draws), rescaled to |θ| (left) and in the paper's form (right); zero-shot for reference. Other whiskers: Wilson 95 % intervals. Dashed: the paper's SST-2 numbers (Llama-3.1-8B).", "name": "ch04-fig-ov", "alt": "Grouped bars per task for zero-shot, LTV, θ_OV, random θ_OV, MLP control and random MLP, in two panels"}}
+fig, axes = tables.plot_ov(ov, ovc, learned)
+for ax, title in zip(axes, ("rescaled to |θ|", "paper's form")):
+    ax.set_title(f"OV and MLP reconstructions, {title}", fontsize=10)
+    ax.set_xlabel("task (LTV at the middle layer)")
+axes[0].set_ylabel("test accuracy (%)")
+fig.tight_layout(rect=(0, 0.16, 1, 1))
 plt.show()
 
 # %% [markdown]
-# ## Key heads
+# ### Key heads
 #
-# Saliency (`ltvlib.analysis.key_heads.head_saliency`): for every head, $|a_{l,h}\cdot \partial p(\text{gold})/\partial
-# a_{l,h}|$ at the last position with $\theta$ injected ($a_{l,h}$ the head's slice of the `o_proj` input;
-# $|\cdot|$ per query, then the mean over the analysis queries). The key heads are the top 10 % of *all*
-# heads (the paper's definition); a second selection takes as many heads only among the layers at or after
-# the injection layer (the heads that can read $\theta$). Ablation replaces the chosen heads' outputs at the
-# last position by zeros (or by their mean over the analysis queries) while $\theta$ stays injected; the
-# control ablates as many heads drawn at random from the other heads of the same layers.
+# Saliency is $|a_{l,h}\cdot\partial p(\text{gold})/\partial a_{l,h}|$ at the last position with $\theta$
+# injected, averaged over held-out analysis queries; the key heads are the top 10 % of all heads. Ablation
+# zeroes their output at the last position while $\theta$ stays injected; the control zeroes as many heads drawn
+# at random from the same layers.
 
-# %%
-t0 = time.perf_counter()
-kh = {t: key_head_experiment(lm, ltvs[t], *queries_and_test(t), fraction=fraction, n_random=n_random, seed=seed)
-      for t in analysed}
-print(f"key heads and ablations: {time.perf_counter() - t0:.0f} s")
-display(Markdown("**Ablation at the last position**, whole-vocabulary accuracy with its Wilson 95 % interval; random "
-                 f"heads: mean [range] over {n_random} draws. The paper (Llama-3.1-8B): 83 % → 51 % (key heads), "
-                 "78 % (random heads), without saying whether it zero- or mean-ablates."))
-display(tables.ablation_table(kh, ltvs, task_list, ledger, "full", mid))
-display(Markdown("**The same, label-restricted accuracy** (label-space tasks):"))
-display(tables.ablation_table(kh, ltvs, task_list, ledger, "label", mid))
+# %% tags=["hide-input"]
+display(tables.ablation_table(kh, ltvs, task_list, ledger, "full", mid) if learned
+        else Markdown(f"No ablation: {NO_LTV}."))
 
-if deciding:
-    key_intervals = tables.pool_key_heads(kh, deciding)
-    key_gap = key_intervals["random-head minus key-head ablation (zero)"]  # random-head minus key-head ablation
-    key_rule = direction_rule(key_gap.value, key_gap.interval, +1)
-else:
-    key_rule = not_testable("no label-space task's LTV trained at the middle layer")
-    key_intervals = {}
-display(interval_table(key_intervals) if key_intervals else Markdown("No label-space LTV trained: nothing to pool."))
-
-# %% mystnb={"figure": {"caption": "Whole-vocabulary test accuracy with the middle-layer LTV alone and with heads zero-ablated at the last position: the key heads (top 10 % of all heads by saliency) and random head sets of the same size (mean over draws, whiskers: range of the draws); other bars: Wilson 95 % intervals. Dashed lines: the paper's numbers (Llama-3.1-8B).", "name": "ch04-fig-ablation"}}
-fig, ax = tables.plot_ablation(kh, task_list, trained)
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Whole-vocabulary test accuracy with the middle-layer LTV alone and with heads zero-ablated at the last position: the key heads (top 10 % by saliency) and random head sets of the same size (mean; whiskers: range of the draws); other whiskers: Wilson 95 % intervals. Dashed: the paper's numbers.", "name": "ch04-fig-ablation", "alt": "Bars per task: LTV alone, key heads ablated, random heads ablated"}}
+fig, ax = tables.plot_ablation(kh, learned, {t: True for t in learned})
 ax.set_title(f"Ablating key heads against random heads ({lm.name})", fontsize=10)
 ax.set_xlabel("task (LTV at the middle layer)")
 ax.set_ylabel("test accuracy (%)")
@@ -223,225 +247,123 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## Where the key heads sit
+# ### Where the key heads sit, and what they attend to
 #
-# Only heads at or after the injection layer can read $\theta$, so the U shape is measured there: the key heads
-# chosen among those layers (the second selection above), against the uniform distribution over them. The
-# $m = L - l$ layers are cut into thirds; under the null each head of those layers is equally likely to be a
-# key head, so the count in each third is hypergeometric (`ltvlib.analysis.key_heads.u_shape_test`, which also gives
-# the exact one-sided $p$ of the two outer thirds together and Pearson's $\chi^2$ over the three thirds). A U
-# shape means both the first and the last third hold more key heads than their share of the layers.
+# Only heads at or after the injection layer can read $\theta$, so the U shape is measured among them: the
+# key heads chosen there, counted per third of those layers, against a uniform spread. Attention is that of the
+# last position to the prompt's first token (the sink) and to itself, compared with the other heads of the
+# same layers (attention to the sink changes strongly with depth).
 
-# %%
-u_table = tables.u_shape_table(kh, analysed, deciding)
-display(u_table if u_table is not None else Markdown("Too few layers after the injection layer."))
-u_shares, n_u = tables.u_shape_shares(kh, deciding)
-if u_shares:
-    u_intervals = {f"{name}: share of key heads minus its share of the layers": e for name, e in u_shares.items()}
-    u_rule = combine_rule({f"more key heads in the {name} than uniform": direction_rule(e.value, e.interval, +1)
-                           for name, e in u_shares.items()})
-else:
-    u_rule = not_testable("no label-space LTV trained, or fewer than 3 layers after the injection layer")
-    u_intervals = {}
-
-# %% mystnb={"figure": {"caption": "Layers of the key heads chosen among the layers at or after the injection layer (dashed line), summed over the label-space tasks whose LTV trained; the grey line is the count each layer would hold if key heads were spread uniformly over those layers. The paper shows a U shape (figure, no numbers).", "name": "ch04-fig-placement"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Layers of the key heads chosen among the layers at or after the injection layer (dashed), summed over the deciding tasks; grey: the count per layer under a uniform spread.", "name": "ch04-fig-placement", "alt": "Bar chart of key heads per layer with a flat line for the uniform spread"}}
 fig, ax = tables.plot_placement(kh, deciding, L, mid)
 ax.set_title("Where the key heads sit (chosen among layers ≥ l)", fontsize=10)
 ax.set_xlabel("layer of the key head")
 ax.set_ylabel("key heads")
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 fig.tight_layout()
 plt.show()
 
-# %% [markdown]
-# ## What the key heads attend to
-#
-# `ltvlib.analysis.key_heads.attention_stats`: the attention of the last position (with $\theta$ injected) to the
-# prompt's first real token (the sink; left padding is skipped) and to itself, per head, averaged over the
-# analysis queries. Attention to the sink changes strongly with depth, so key heads (all-layer selection)
-# are compared with the **other heads of the same layers**; the interval is a bootstrap over heads, pooled
-# over the label-space tasks.
-
-# %%
-att_table = tables.attention_table(kh, analysed, L, H)
-display(att_table if att_table is not None else Markdown("No LTV learned at the middle layer: no attention to compare."))
-if deciding:
-    att_pools = tables.attention_pools(kh, deciding, L, H)
-    att_intervals = tables.attention_differences(att_pools)
-    att_rule = combine_rule({
-        "key heads attend less to the first token": direction_rule(
-            att_intervals["attention to the first token, key minus other heads"].value,
-            att_intervals["attention to the first token, key minus other heads"].interval, -1),
-        "key heads attend more to the final position": direction_rule(
-            att_intervals["attention to the final position, key minus other heads"].value,
-            att_intervals["attention to the final position, key minus other heads"].interval, +1),
-    })
-else:
-    att_rule = not_testable("no label-space task's LTV trained at the middle layer")
-    att_intervals, att_pools = {}, None
-
-# %% mystnb={"figure": {"caption": "Mean attention of the last position to the prompt's first token (left) and to itself (right), for the key heads and for the other heads of the same layers, pooled over the label-space tasks (n = heads); whiskers: bootstrap 95 % intervals over heads. The paper reports less sink attention and more final-position attention for key heads (figure, no numbers).", "name": "ch04-fig-attention"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Mean attention of the last position to the prompt's first token (left) and to itself (right), key heads against the other heads of the same layers, pooled over the deciding tasks; whiskers: bootstrap 95 % intervals over heads.", "name": "ch04-fig-attention", "alt": "Two bar panels comparing key and other heads' attention"}}
 fig, axes = tables.plot_attention(att_pools)
 for ax, title in zip(axes, ("to the first token", "to the final position")):
-    ax.set_title(f"attention {title}" if deciding else "no label-space LTV trained", fontsize=10)
+    ax.set_title(f"attention {title}" if att_pools is not None else NO_LTV, fontsize=10)
     ax.set_xlabel("heads")
     ax.set_ylabel("mean attention weight")
 fig.suptitle("What key heads attend to (label-space tasks)", fontsize=10)
 fig.tight_layout(rect=(0, 0.1, 1, 1))
 plt.show()
 
+# %% tags=["hide-input"]
+SENTENCES = {
+    "ov-reconstruction": {
+        "reproduced": "At equal norm θ_OV beats random vectors through the same map and the MLP path and keeps at "
+                      "least half of the LTV's gain.",
+        "partly": "At equal norm θ_OV passes some of the tests and fails or cannot decide others; the parts are "
+                  "in the table below.",
+        "not reproduced": "At equal norm θ_OV does no better than random vectors through the same map, or than "
+                          "the MLP path.",
+        "inconclusive": "The intervals straddle their bounds: these queries cannot tell θ_OV from its controls.",
+        "not testable at this scale": "No label-space LTV learned, so there is nothing to reconstruct.",
+    },
+    "key-heads": {
+        "reproduced": "Zeroing the key heads costs clearly more than zeroing as many random heads.",
+        "partly": "The key-head ablation gave a mixed outcome.",
+        "not reproduced": "Zeroing as many random heads costs at least as much as zeroing the key heads.",
+        "inconclusive": "The difference between random-head and key-head ablation admits both signs.",
+        "not testable at this scale": "No label-space LTV learned; nothing was ablated.",
+    },
+    "key-head-placement": {
+        "reproduced": "Both the first and the last third of the layers after the injection hold more key heads "
+                      "than a uniform spread: a U shape.",
+        "partly": "Only one end of the layers after the injection holds more key heads than a uniform spread.",
+        "not reproduced": "Neither end holds more key heads than a uniform spread.",
+        "inconclusive": "The shares per third cannot be told from a uniform spread.",
+        "not testable at this scale": "No label-space LTV learned, or too few layers after the injection.",
+    },
+    "key-head-attention": {
+        "reproduced": "Key heads attend less to the first token and more to the final position than the other "
+                      "heads of their layers.",
+        "partly": "One of the two attention differences holds and the other does not.",
+        "not reproduced": "The key heads' attention goes the other way from the paper's.",
+        "inconclusive": "The attention differences are within the spread over heads.",
+        "not testable at this scale": "No label-space LTV learned; attention was not compared.",
+    },
+}
+for key, claim in by_key.items():
+    glue(f"verdict_{key}", claim.verdict.value, display=False)
+    glue(f"sentence_{key}", SENTENCES[key][claim.verdict.value], display=False)
+display(interval_table(ov_intervals | key_intervals | u_intervals | att_intervals) if deciding
+        else Markdown(f"No interval: {NO_LTV}."))
+
 # %% [markdown]
-# ## Verdicts for the scorecard
+# ## Verdict
 #
-# Every verdict is decided on the label-space tasks whose middle-layer LTV trained (the `deciding` column
-# above), with the test queries pooled; the open-vocabulary task is shown beside them and decides nothing.
-# Rules: an interval on the paper's side of 0 (or of the bound) → reproduced; on the other side → not
-# reproduced; across → inconclusive; sub-claims of mixed outcome → partly. Our rescaled OV variants and the
-# mean ablation are shown, never used.
-
-# %%
-dec_text = ", ".join(deciding) or "none"
-
-
-def est_text(e):
-    return format_estimate(e, bounds=True) if e is not None else "—"
-
-
-claims = [
-    Claim(
-        paper_claim=3, key="ov-reconstruction",
-        statement="Replacing the LTV by its OV-circuit reconstruction (the paper's bare-weight sum) keeps much of "
-                  "its gain; the MLP path recovers little.",
-        paper="SST-2: 83 % → 52 % with θ_OV, zero-shot 0 % (Llama-3.1-8B, middle layer); MLP path little",
-        ours=(f"label-space tasks {dec_text} pooled: LTV {est_text(ov_acc.get('ltv'))}, θ_OV (paper form) "
-              f"{est_text(ov_acc.get('ov_raw'))}, MLP control {est_text(ov_acc.get('mlp'))}, zero-shot "
-              f"{est_text(ov_acc.get('zero_shot'))}; θ_OV − random vectors' θ_OV "
-              f"{est_text(ov_intervals.get('θ_OV(LTV) − θ_OV(random)'))}" if deciding else "no label-space LTV trained"),
-        rule=ov_rule, intervals=ov_intervals, evidence="ch04-fig-ov", evidence_title="Figure 4.1",
-        note=f"decided on: {dec_text} (whole-vocabulary accuracy); open-vocabulary tasks shown beside",
-    ),
-    Claim(
-        paper_claim=3, key="key-heads",
-        statement="Ablating the top 10 % of heads by saliency hurts far more than ablating as many random heads.",
-        paper="83 % → 51 % ablating key heads, 78 % ablating random heads (Llama-3.1-8B)",
-        ours=(f"label-space tasks {dec_text} pooled, zero-ablation: random-head minus key-head accuracy "
-              f"{est_text(key_intervals.get('random-head minus key-head ablation (zero)'))}; LTV minus key-head "
-              f"{est_text(key_intervals.get('LTV minus key-head ablation'))}" if deciding else "no label-space LTV trained"),
-        rule=key_rule, intervals=key_intervals, evidence="ch04-fig-ablation", evidence_title="Figure 4.2",
-        note=f"decided on: {dec_text}; key heads = top 10 % of all heads; {n_random} random head sets per task",
-    ),
-    Claim(
-        paper_claim=3, key="key-head-placement",
-        statement="Key heads sit just after the injection layer and in the last layers (a U shape).",
-        paper="mostly right after the injection layer and in the last layers (Llama-3.1-8B; figure, no number)",
-        ours=("; ".join(f"{name}: {est_text(e)}" for name, e in u_intervals.items()) + f" ({n_u} key heads at layers ≥ {mid})"
-              if u_intervals else "not measured"),
-        rule=u_rule, intervals=u_intervals, evidence="ch04-fig-placement", evidence_title="Figure 4.3",
-        note=f"decided on: {dec_text}; only heads at or after the injection layer, against the uniform distribution",
-    ),
-    Claim(
-        paper_claim=3, key="key-head-attention",
-        statement="Key heads attend less to the first token (the attention sink) and more to the final position.",
-        paper="less attention to the first token, more to the final position than other heads (Llama-3.1-8B)",
-        ours=("; ".join(f"{name}: {100 * e.value:+.1f} points [{100 * e.low:+.1f}, {100 * e.high:+.1f}]"
-                        for name, e in att_intervals.items()) if att_intervals else "not measured"),
-        rule=att_rule, intervals=att_intervals, evidence="ch04-fig-attention", evidence_title="Figure 4.4",
-        note=f"decided on: {dec_text}; compared with the other heads of the key heads' layers",
-    ),
-]
-by_key = {c.key: c for c in claims}
-
-# %% [markdown]
-# ## What we measured, and what it says
+# :::{admonition} OV reconstruction
+# **Verdict: {glue:text}`verdict_ov-reconstruction`.** Rule: θ_OV at |θ| must beat random vectors of |θ| through the same map and the MLP control at |θ|, and keep
+# at least half of the LTV's gain over zero-shot (the paper keeps 52 of 83 points); the paper's form must beat
+# its random vectors unless both sit at 0, each on a 95 % paired-bootstrap interval over the pooled test
+# queries. {glue:text}`sentence_ov-reconstruction`
+# :::
 #
-# Each paragraph below is chosen by the verdict its rule gave (texts for every outcome are written in the
-# cell).
-
-# %%
-interpret(by_key["ov-reconstruction"], {
-    "reproduced": "On the label-space tasks the paper's OV reconstruction does what the paper says: it beats "
-                  "zero-shot, beats the same sum of random vectors of θ's norm, beats the MLP path, and keeps at "
-                  "least half of the LTV's gain (share kept {share}).",
-    "partly": "On the label-space tasks the paper's OV reconstruction passes some of the four tests and not "
-              "others (share of the gain kept {share}); see the rule's parts in the scorecard. The random-vector "
-              "control says how much of θ_OV's accuracy any vector of θ's norm gives.",
-    "not reproduced": "On the label-space tasks the paper's OV reconstruction does not carry the LTV's effect "
-                      "here: every test that decides points against the paper (share of the gain kept {share}).",
-    "inconclusive": "On the label-space tasks the intervals of the OV tests straddle their bounds: this run cannot "
-                    "tell whether the paper's θ_OV carries the effect (share of the gain kept {share}).",
-    "not testable at this scale": "No label-space LTV trained at the middle layer, so the OV claim could not be "
-                                  "tested here.",
-}, share=est_text(share))
-
-# %% [markdown]
-# Over the label words only (not deciding: the paper scores the whole vocabulary), the same differences are in
-# the table above the figure. The argmax over the label words ignores how far a vector pushes the rest of the
-# vocabulary, so that comparison with random vectors isolates the *direction* of $\theta_{OV}$ from its size
-# (its norm relative to $\theta$ is in the norm table).
-
-# %%
-interpret(by_key["key-heads"], {
-    "reproduced": "Zero-ablating the key heads costs clearly more than ablating as many random heads on the "
-                  "label-space tasks ({gap}).",
-    "partly": "The key-head ablation test gave a mixed outcome ({gap}).",
-    "not reproduced": "Ablating as many random heads costs at least as much as ablating the key heads on the "
-                      "label-space tasks ({gap}).",
-    "inconclusive": "The interval of the difference between random-head and key-head ablation admits both signs "
-                    "({gap}).",
-    "not testable at this scale": "No label-space LTV trained at the middle layer; the key-head ablation was not "
-                                  "tested.",
-}, gap=est_text(key_intervals.get("random-head minus key-head ablation (zero)")))
-
-# %%
-Markdown("Mean-ablation instead (each key head keeps its average output over the analysis queries, so only "
-         "what varies with the query is removed; not deciding): random-head minus key-head accuracy "
-         f"{est_text(key_intervals.get('random-head minus key-head ablation (mean, not deciding)'))}. A large gap "
-         "under zero-ablation with none under mean-ablation would say that the key heads matter through their "
-         "constant output rather than through what they read from the query or from θ.")
-
-# %%
-interpret(by_key["key-head-placement"], {
-    "reproduced": "Among the heads that can read θ, both the first and the last third of the layers hold more key "
-                  "heads than a uniform spread would: a U shape ({parts}).",
-    "partly": "Only one end of the U holds more key heads than a uniform spread over the layers after the "
-              "injection layer ({parts}).",
-    "not reproduced": "Neither end of the layers after the injection layer holds more key heads than a uniform "
-                      "spread ({parts}).",
-    "inconclusive": "The per-third shares of key heads cannot be told apart from a uniform spread ({parts}).",
-    "not testable at this scale": "The U shape could not be tested here (no trained label-space LTV, or too few "
-                                  "layers after the injection layer).",
-}, parts="; ".join(f"{k}: {est_text(e)}" for k, e in u_intervals.items()) or "—")
-
-# %%
-interpret(by_key["key-head-attention"], {
-    "reproduced": "Key heads attend less to the first token and more to the final position than the other heads "
-                  "of their layers, as the paper says.",
-    "partly": "Of the paper's two attention differences, one holds against the other heads of the same layers "
-              "and the other does not.",
-    "not reproduced": "Against the other heads of the same layers, the key heads' attention goes the other way "
-                      "from the paper's on what decides.",
-    "inconclusive": "The attention differences between key heads and other heads of the same layers are within "
-                    "the spread over heads.",
-    "not testable at this scale": "No label-space LTV trained; the attention pattern was not tested.",
-})
-
-# %% [markdown]
-# ## What differs from the paper, and why
+# :::{admonition} Key heads
+# **Verdict: {glue:text}`verdict_key-heads`.** Rule: random-head minus key-head zero-ablation accuracy, pooled over queries, must be above 0 on its 95 %
+# interval. {glue:text}`sentence_key-heads`
+# :::
 #
-# - **Model and scale.** SmolLM2-135M has 270 heads of 64 dimensions (Llama-3.1-8B: 1024 of 128); absolute
-#   accuracies differ, so the tests compare each measurement with its control rather than with the paper's
-#   digits, which the figures draw for reference.
-# - **Tasks.** The paper's 83 → 52 is SST-2; we pool the label-space tasks the profile covers and show an
-#   open-vocabulary task beside them, where a vector's OV image has no small label set to push toward.
-# - **The MLP control** is a first-order (Jacobian) response of each later MLP branch at the real states, our
-#   reading of "MLP-path reconstruction". Our scaled, attention-weighted and rescaled OV variants are shown
-#   for insight only.
-# - **Ablation mode.** The paper does not say whether heads are zeroed or mean-ablated; the verdict uses
-#   zero-ablation (both are in the table).
-# - **Analysis and test queries are disjoint**: saliency, mean outputs, norm scales and attention statistics
-#   come from the validation split, accuracies from the test split.
-# - **Cost.** Every LTV is chapter 00's middle-layer vector (cached); the analysis runs only the last prompt
-#   token over cached keys and values (`ltvlib.analysis.key_heads.LastTokenRunner`).
+# :::{admonition} U shape
+# **Verdict: {glue:text}`verdict_key-head-placement`.** Rule: the first and the last third of the layers after the injection must each hold more key heads than
+# their share of those layers (Wilson interval). {glue:text}`sentence_key-head-placement`
+# :::
+#
+# :::{admonition} Attention
+# **Verdict: {glue:text}`verdict_key-head-attention`.** Rule: key heads' attention to the first token below, and to the final position above, that of the other heads
+# of their layers (bootstrap over heads). {glue:text}`sentence_key-head-attention`
+# :::
+#
+# :::{dropdown} Caveats
+# - **Scale.** SmolLM2-135M has 270 heads of 64 dimensions; Llama-3.1-8B has 1,024 of 128. We compare each
+#   measurement with its control, not with the paper's digits, which the figures draw for reference.
+# - **Which reconstruction decides.** The paper's bare-weight sum is read as written (RMSNorm gains folded into
+#   $W_V$, grouped-query heads reading their KV group). Its size is a property of the map, not of $\theta$, so
+#   the rescaled form asks the paper's question at the size of the vector it replaces; where the paper's form
+#   and all its random vectors score 0, that part cannot decide.
+# - **The MLP control** is the first-order (Jacobian) response of each later MLP at the real states, our
+#   reading of "MLP-path reconstruction".
+# - **Ablation mode.** The paper does not say whether heads are zeroed or mean-ablated; zero-ablation decides,
+#   mean-ablation is in the interval table.
+# - **Tasks.** The paper's numbers are SST-2; we pool the label-space tasks whose LTV learned.
+# :::
+#
+# :::{dropdown} How it was measured
+# Every LTV is chapter 00's middle-layer vector (seed 0), added to the residual stream entering the middle
+# block at the last prompt position. Accuracy is the first answer token's argmax over the whole vocabulary on
+# the test split; the label-restricted accuracy (argmax over the label words) is in the tables. Saliency, mean
+# head outputs, attention and the MLP states come from held-out validation queries, disjoint from the test
+# queries. Each random-vector control draws vectors of the LTV's norm with uniformly random directions and sends
+# them through the same reconstruction. Differences between conditions are paired bootstraps over the pooled
+# test queries, resampling the random draws too; the U shape uses Wilson intervals shifted by the uniform share,
+# the attention test a bootstrap over heads.
+# :::
 
-# %%
-print(f"chapter time: {time.perf_counter() - started:.0f} s")
+# %% tags=["remove-cell"]
 record_claims("04_ov_key_heads", claims, model=model, profile=profile, seed=seed, ltvs=ledger)

@@ -35,13 +35,18 @@ def ltv(trained: bool = True) -> SimpleNamespace:
 
 
 def ov_record() -> dict:
-    ks = {"zero_shot": 1, "ltv": 9, "ov_raw": 5, "mlp": 2, "ov": 6, "ov_weighted": 6, "ov_normed": 7}
-    return {"proportions": {k: {"accuracy": rec(v), "label_accuracy": rec(v)} for k, v in ks.items()},
-            "norm": {"ltv": 2.0, "ov_raw": 1.0, "mlp": 0.5, "ov": 2.0, "ov_weighted": 4.0},
-            "cos": {"ov_raw": 0.5, "mlp": 0.1, "ov": 0.5, "ov_weighted": 0.25}}
+    ks = {"zero_shot": 1, "ltv": 9, "ov_raw": 0, "mlp": 0}
+    return {"proportions": {k: {"accuracy": rec(v), "label_accuracy": rec(v)} for k, v in ks.items()}}
 
 
-OVC = {"draws": [{"accuracy": rec(1), "label_accuracy": rec(1)}, {"accuracy": rec(3), "label_accuracy": rec(3)}]}
+def control(own: int, draws: tuple[int, ...], norm: float) -> dict:
+    return {"ltv": {"accuracy": rec(own), "label_accuracy": rec(own)}, "norm": norm,
+            "draws": [{"accuracy": rec(k), "label_accuracy": rec(k)} for k in draws]}
+
+
+# at |θ|: θ_OV keeps 5 of 10 against random 1 and 3; the MLP control 2; the paper's form saturates (all 0)
+OVC = {"ov/at |θ|": control(5, (1, 3), 1.0), "mlp/at |θ|": control(2, (2, 2), 1.0),
+       "ov/paper": control(0, (0, 0), 50.0), "mlp/paper": control(0, (1, 0), 2.3)}
 
 
 def test_gain_share() -> None:
@@ -52,24 +57,28 @@ def test_gain_share() -> None:
     assert tables.gain_share(ov_c, zs, ltv_c) is None  # the "LTV" gains nothing
 
 
-def test_ov_tables_and_pool() -> None:
+def test_ov_table_pool_and_figure_at_equal_norm_and_in_the_paper_form() -> None:
     ov = {"a": ov_record()}
-    ledger = LTVLedger()
-    ltvs = {"a": ltv(), "b": ltv(False)}
-    t = tables.ov_table(ov, {"a": OVC}, ltvs, ["a", "b"], ["a"], ledger, "accuracy", 2)
-    assert t.loc["a", "θ_OV (paper)"] == "50.0 % [40.0, 60.0] (n=10)"
-    assert t.loc["a", "random θ_OV (paper form), mean of 2 [range]"] == "20.0 % [10.0, 30.0]"
-    assert t.loc["b", "trained"] == DID_NOT_TRAIN
-    norms = tables.ov_norms(ov, ["a"])
-    assert norms.loc["a", "θ_OV attention-weighted (ours): |v|/|θ|"] == 2.0
+    t = tables.ov_table(ov, {"a": OVC}, ["a"])
+    assert t.loc["θ_OV at |θ|: θ", "a"] == "50.0 % [23.7, 76.3]"
+    assert t.loc["θ_OV at |θ|: random, mean [range]", "a"] == "20.0 [10.0, 30.0]"
+    assert t.loc["θ_OV, paper's form: norm ÷ |θ|", "a"] == "50.00"
     p = tables.pool_ov(ov, {"a": OVC}, ["a"])
-    assert list(p.parts) == ["θ_OV − zero-shot", "θ_OV(LTV) − θ_OV(random)", "θ_OV − MLP control"]
-    assert p.parts["θ_OV − zero-shot"].value == pytest.approx(0.4)
-    assert p.parts["θ_OV(LTV) − θ_OV(random)"].value == pytest.approx(0.3)
-    assert p.share.value == pytest.approx(0.5)
-    assert len(p.intervals) == 7 and p.accuracy["ltv"].value == pytest.approx(0.9)
-    fig, axes = tables.plot_ov(ov, {"a": OVC}, ["a", "b"], ["a"], {"a": True, "b": False})
+    assert p.vs_random["ov/at |θ|"].value == pytest.approx(0.3) and p.vs_random["ov/at |θ|"].draws == 2
+    assert p.vs_random["ov/paper"].value == 0 and p.floor == {"ov/at |θ|": False, "mlp/at |θ|": False,
+                                                               "ov/paper": True, "mlp/paper": False}
+    assert p.ov_minus_mlp.value == pytest.approx(0.3)
+    assert p.share is not None and p.share.value == pytest.approx(0.5)  # (0.5 - 0.1) / (0.9 - 0.1)
+    assert p.accuracy["θ_OV at |θ|"].value == pytest.approx(0.5) and p.accuracy["LTV"].value == pytest.approx(0.9)
+    assert set(p.intervals) == {"θ_OV at |θ|: θ − random", "MLP at |θ|: θ − random", "θ_OV, paper's form: θ − random",
+                                "MLP, paper's form: θ − random", "θ_OV at |θ| − MLP at |θ|",
+                                "share of the LTV's gain kept by θ_OV at |θ|"}
+    with pytest.raises(ValueError, match="at least one"):
+        tables.pool_ov(ov, {"a": OVC}, [])
+    fig, axes = tables.plot_ov(ov, {"a": OVC}, ["a"])
     assert axes[0].patches[0].get_height() == pytest.approx(10.0)  # zero-shot on a
+    assert axes[0].patches[2].get_height() == pytest.approx(50.0)  # θ_OV at |θ|
+    assert axes[1].patches[2].get_height() == pytest.approx(0.0)  # θ_OV in the paper's form
     plt.close(fig)
 
 
@@ -90,6 +99,12 @@ def kh_record() -> dict:
             "random_correct": {"zero": [{"full": flags(7), "label": flags(7)}, {"full": flags(5), "label": flags(5)}],
                                "mean": [{"full": flags(8), "label": flags(8)}]},
             "random_after_correct": None}
+
+
+def test_vectors_table_shows_a_vector_that_did_not_learn_as_such() -> None:
+    t = tables.vectors_table({"a": ltv(), "b": ltv(False)}, ["a"], LTVLedger())
+    assert t.loc["a", "validation accuracy"] == "60.0 %" and t.loc["b", "validation accuracy"] == DID_NOT_TRAIN
+    assert bool(t.loc["a", "label space"]) and not bool(t.loc["b", "label space"])
 
 
 def test_key_head_tables_and_statistics() -> None:
@@ -126,4 +141,4 @@ def test_mean_difference_and_accuracy_text() -> None:
     e = tables.mean_difference(np.array([1.0, 1.0, 1.0]), np.array([0.0, 0.0]))
     assert (e.value, e.low, e.high, e.n) == (1.0, 1.0, 1.0, 2)
     assert tables.accuracy_text([1, 0, 0, 0]) == "25.0 % [4.6, 69.9]"
-    assert tables.accuracy_record(rec(5)) == "50.0 % [40.0, 60.0] (n=10)"
+    assert tables.draws_text([0.1, 0.3]) == "20.0 [10.0, 30.0]"

@@ -1,19 +1,18 @@
 """Chapter 04's tables, pooled statistics and figures, from :mod:`ltvlib.study.ov` and :mod:`ltvlib.study.key_heads`.
 
-Pure functions of the cached measurement dicts: ``ov[task]`` (:func:`~ltvlib.study.ov.ov_experiment`), ``ovc[task]``
-(:func:`~ltvlib.study.ov.ov_control_experiment`), ``kh[task]`` (:func:`~ltvlib.study.key_heads.key_head_experiment`),
+Pure functions of the cached measurement dicts: ``ov[task]`` (:func:`~ltvlib.study.ov.ov_experiment`), ``ovc[task][key]``
+(:func:`~ltvlib.study.ov.ov_control_experiment`, one per :data:`CONTROL_KEYS`), ``kh[task]`` (:func:`~ltvlib.study.key_heads.key_head_experiment`),
 the LTVs and the chapter's :class:`~ltvlib.study.ltv_report.LTVLedger` (every LTV number passes through it, in the
 order the chapter shows it). The statistics the verdicts rest on (pooled paired differences, the share of the LTV's
 gain the OV reconstruction keeps, the U-shape shares, the attention differences) are here and tested; the rules stay
-in the chapter. The measuring modules are untouched (their source keys the cached measurements).
+in the chapter.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,51 +20,29 @@ import pandas as pd
 
 from ..stats import Estimate, paired_bootstrap_difference, wilson_interval
 
-if TYPE_CHECKING:
-    from ..models import LoadedModel
+CONTROL_KEYS: tuple[str, ...] = ("ov/at |θ|", "mlp/at |θ|", "ov/paper", "mlp/paper")
+"""The four random-vector controls per task (``ovc[task][key]``, :func:`~ltvlib.study.ov.ov_control_experiment`):
+``path/variant``, the OV sum or the MLP control, rescaled to |θ| or in the paper's form."""
 
-OV_COLUMNS: dict[str, str] = {"zero_shot": "zero-shot", "ltv": "LTV θ", "ov_raw": "θ_OV (paper)",
-                              "mlp": "MLP control", "ov": "θ_OV scaled (ours)",
-                              "ov_weighted": "θ_OV attention-weighted (ours)", "ov_normed": "θ_OV at |θ| (ours)"}
-"""The OV table's columns: the record key -> column name."""
-
-OV_PANELS: tuple[tuple[str, str], ...] = (("accuracy", "whole vocabulary"), ("label_accuracy", "label words only"))
-"""The OV figure's panels, top to bottom: the accuracy record and its name."""
-
-OV_BARS: list[tuple[str, str, str]] = [
-    ("zero_shot", "zero-shot", "0.6"), ("ltv", "LTV θ", "C3"), ("ov_raw", "θ_OV (paper form)", "C0"),
-    ("random", "random θ_OV (mean)", "C7"), ("mlp", "MLP control", "C2")]
+CONTROL_NAMES: dict[str, str] = {"ov/at |θ|": "θ_OV at |θ|", "mlp/at |θ|": "MLP at |θ|",
+                                 "ov/paper": "θ_OV, paper's form", "mlp/paper": "MLP, paper's form"}
+"""How each control reads in tables and figures."""
 
 
-def describe_setup(lm: LoadedModel, run_label: str, run: Any, n_queries: int, label_list: Sequence[str],
-                   open_list: Sequence[str], fraction: float, n_random: int, n_draws: int) -> str:
-    """The set-up paragraph (Markdown): model geometry, run label, tasks, sizes and the controls' draws."""
-    L, H = lm.n_layers, lm.geometry.n_heads
-    return (
-        f"**Model** `{lm.name}` ({L} layers, {H} query heads of {lm.geometry.head_dim} per layer, "
-        f"{lm.geometry.n_kv_heads} KV heads). **Profile** `{run_label}`, recipe `{run.recipe.recipe}`. Label-space "
-        f"tasks (deciding): {', '.join(label_list)}; open-vocabulary (beside): {', '.join(open_list)}; every LTV at "
-        f"the middle layer {lm.middle_layer}. Analysis queries: the first {n_queries} of each validation split; "
-        f"accuracies on up to {run.n_test} test queries per task. Key heads: the top {fraction:.0%} = "
-        f"{max(1, round(fraction * L * H))} of {L * H} heads, {n_random} random head sets per control; "
-        f"{n_draws} random vectors of the LTV's norm per OV control."
-    )
+def control_key(path: str, variant: str) -> str:
+    """The key of one control in ``ovc[task]``: ``"ov/at |θ|"``, ``"mlp/paper"``, ..."""
+    return f"{path}/{variant}"
 
 
 def vectors_table(ltvs: Mapping[str, Any], label_list: Sequence[str], ledger: Any) -> pd.DataFrame:
-    """Per task (index): whether it is a label-space task, the LTV's norm, steps and validation score (gated
-    through ``ledger``, where ``Table 4.0``)."""
+    """Per task (index): whether it is a label-space task, the LTV's norm, steps and validation accuracy (gated
+    through ``ledger``, where ``Table 4.0``: a vector that did not learn reads so)."""
     return pd.DataFrame([
         {"task": t, "label space": t in label_list, "|θ|": f"{float(v.vectors[0].norm()):.1f}",
          "steps": v.training.steps,
-         "validation score": ledger.cell(v, f"{100 * v.training.best_val_accuracy:.1f} %", where="Table 4.0")}
+         "validation accuracy": ledger.cell(v, f"{100 * v.training.best_val_accuracy:.1f} %", where="Table 4.0")}
         for t, v in ltvs.items()
     ]).set_index("task")
-
-
-def accuracy_record(rec: Mapping[str, Any]) -> str:
-    """An accuracy record (``value``, ``low``, ``high``, ``n``) as ``"43.5 % [36.8, 50.4] (n=200)"``."""
-    return f"{100 * rec['value']:.1f} % [{100 * rec['low']:.1f}, {100 * rec['high']:.1f}] (n={rec['n']})"
 
 
 def accuracy_text(flags: Sequence[Any]) -> str:
@@ -75,38 +52,30 @@ def accuracy_text(flags: Sequence[Any]) -> str:
     return f"{100 * f.mean():.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
-def ov_table(ov: Mapping[str, Any], ovc: Mapping[str, Any], ltvs: Mapping[str, Any], task_list: Sequence[str],
-             deciding: Sequence[str], ledger: Any, kind: str, n_draws: int) -> pd.DataFrame:
-    """Table 4.1 for ``kind`` (``"accuracy"`` or ``"label_accuracy"``): per task (index) whether it decides, each
-    :data:`OV_COLUMNS` entry (:func:`accuracy_record`) and the random vectors' θ_OV (mean [range] over draws); a task
-    whose LTV did not train gets only ``trained``; a task without label accuracy is left out of that kind. LTV cells
-    gated through ``ledger`` (where ``Table 4.1``)."""
-    rows = []
-    for t in task_list:
-        if ltvs[t].training.trained is not True:
-            rows.append({"task": t, "trained": ledger.cell(ltvs[t], "yes", where="Table 4.1")})
-            continue
-        recs = ov[t]["proportions"]
-        if kind == "label_accuracy" and recs["ltv"]["label_accuracy"] is None:
-            continue
-        row = {"task": t, "deciding": t in deciding}
-        for k, name in OV_COLUMNS.items():
-            text = accuracy_record(recs[k][kind])
-            row[name] = ledger.cell(ltvs[t], text, where="Table 4.1") if k != "zero_shot" else text
-        draws = [d[kind]["value"] for d in ovc[t]["draws"]]
-        row[f"random θ_OV (paper form), mean of {n_draws} [range]"] = ledger.cell(
-            ltvs[t], f"{100 * np.mean(draws):.1f} % [{100 * min(draws):.1f}, {100 * max(draws):.1f}]",
-            where="Table 4.1")
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("task")
+def draws_text(values: Sequence[float]) -> str:
+    """Random draws' accuracies as ``"mean [min, max]"`` in percent."""
+    return f"{100 * np.mean(values):.1f} [{100 * min(values):.1f}, {100 * max(values):.1f}]"
 
 
-def ov_norms(ov: Mapping[str, Any], analysed: Sequence[str]) -> pd.DataFrame:
-    """Per analysed task (rows): each replacement's norm relative to θ and its cosine with θ, two decimals."""
-    keys = ("ov_raw", "mlp", "ov", "ov_weighted")
-    return pd.DataFrame({t: {f"{OV_COLUMNS[k]}: |v|/|θ|": ov[t]["norm"][k] / ov[t]["norm"]["ltv"] for k in keys}
-                         | {f"{OV_COLUMNS[k]}: cos": ov[t]["cos"][k] for k in keys}
-                         for t in analysed}).T.round(2)
+def ov_table(ov: Mapping[str, Any], ovc: Mapping[str, Any], learned: Sequence[str],
+             kind: str = "accuracy") -> pd.DataFrame:
+    """Per learned task (columns) the accuracy (``kind``: ``"accuracy"`` or ``"label_accuracy"``) with its Wilson
+    interval of zero-shot, the LTV, and for each control (:data:`CONTROL_KEYS`) the LTV's reconstruction and the
+    random vectors' (mean [range] over draws), plus the LTV's reconstruction's norm over |θ|. Rows are the
+    conditions; tasks without label words are left out of ``label_accuracy``."""
+    cols = {}
+    for t in learned:
+        if ov[t]["proportions"]["ltv"][kind] is None:
+            continue
+        col = {"zero-shot": accuracy_text(ov[t]["proportions"]["zero_shot"][kind]["correct"]),
+               "LTV θ": accuracy_text(ov[t]["proportions"]["ltv"][kind]["correct"])}
+        for key in CONTROL_KEYS:
+            c = ovc[t][key]
+            col[f"{CONTROL_NAMES[key]}: θ"] = accuracy_text(c["ltv"][kind]["correct"])
+            col[f"{CONTROL_NAMES[key]}: random, mean [range]"] = draws_text([d[kind]["value"] for d in c["draws"]])
+            col[f"{CONTROL_NAMES[key]}: norm ÷ |θ|"] = f"{c['norm']:.2f}"
+        cols[t] = col
+    return pd.DataFrame(cols)
 
 
 def pooled(getter: Callable[[str], Any], tasks: Sequence[str]) -> np.ndarray:
@@ -136,84 +105,89 @@ def gain_share(ov_c: np.ndarray, ltv_c: np.ndarray, zs_c: np.ndarray, n_resample
 
 @dataclass(frozen=True)
 class OVPooled:
-    """The OV reconstruction over the deciding tasks pooled.
+    """The OV reconstruction over the deciding tasks' test queries pooled (whole-vocabulary accuracy).
 
-    ``parts``: the three deciding differences (θ_OV − zero-shot, θ_OV(LTV) − θ_OV(random), θ_OV − MLP control);
-    ``share``: :func:`gain_share` (None if the LTV gains nothing); ``intervals``: ``parts``, the share, and the same
-    differences on the label words (not deciding); ``accuracy``: Wilson estimates of zero-shot, LTV, θ_OV, MLP."""
+    ``vs_random``: per control key (:data:`CONTROL_KEYS`), the LTV's reconstruction minus random vectors' through
+    the same map (paired bootstrap over queries, the draws resampled); ``ov_minus_mlp``: θ_OV at |θ| minus the MLP
+    control at |θ|; ``share``: the share of the LTV's gain over zero-shot that θ_OV at |θ| keeps (None if the LTV
+    gains nothing); ``floor``: per control key, whether the LTV's reconstruction and every random one score 0 on
+    every query (a comparison of floor with floor); ``accuracy``: Wilson estimates of zero-shot, the LTV and each
+    control's LTV reconstruction (named by :data:`CONTROL_NAMES`)."""
 
-    parts: dict[str, Estimate]
+    vs_random: dict[str, Estimate]
+    ov_minus_mlp: Estimate
     share: Estimate | None
-    intervals: dict[str, Estimate]
+    floor: dict[str, bool]
     accuracy: dict[str, Estimate]
+
+    @property
+    def intervals(self) -> dict[str, Estimate]:
+        """Every interval, named as the chapter records them."""
+        out = {f"{CONTROL_NAMES[k]}: θ − random": e for k, e in self.vs_random.items()}
+        out["θ_OV at |θ| − MLP at |θ|"] = self.ov_minus_mlp
+        if self.share is not None:
+            out["share of the LTV's gain kept by θ_OV at |θ|"] = self.share
+        return out
 
 
 def pool_ov(ov: Mapping[str, Any], ovc: Mapping[str, Any], deciding: Sequence[str]) -> OVPooled:
-    """:class:`OVPooled` over the queries of the ``deciding`` tasks."""
-    def correct_of(t: str, k: str, kind: str = "accuracy") -> Any:
-        return ov[t]["proportions"][k][kind]["correct"]
+    """:class:`OVPooled` over the test queries of the ``deciding`` tasks."""
+    if not deciding:
+        raise ValueError("pool_ov: give at least one deciding task")
 
-    c = {k: pooled(functools.partial(correct_of, k=k), deciding) for k in ("zero_shot", "ltv", "ov_raw", "mlp")}
-    rand = pooled(lambda t: [d["accuracy"]["correct"] for d in ovc[t]["draws"]], deciding)
-    parts = {
-        "θ_OV − zero-shot": paired_bootstrap_difference(c["ov_raw"], c["zero_shot"]),
-        "θ_OV(LTV) − θ_OV(random)": paired_bootstrap_difference(c["ov_raw"][None], rand, rows=("auto", "draws")),
-        "θ_OV − MLP control": paired_bootstrap_difference(c["ov_raw"], c["mlp"]),
-    }
-    share = gain_share(c["ov_raw"], c["ltv"], c["zero_shot"])
-    intervals = dict(parts) | ({"share of the LTV's gain kept by θ_OV": share} if share is not None else {})
-    # the same differences over the label words only: shown and recorded, not deciding (the paper's measure is
-    # the whole vocabulary)
-    cl = {k: pooled(functools.partial(correct_of, k=k, kind="label_accuracy"), deciding)
-          for k in ("zero_shot", "ov_raw", "mlp")}
-    rand_l = pooled(lambda t: [d["label_accuracy"]["correct"] for d in ovc[t]["draws"]], deciding)
-    intervals |= {
-        "θ_OV − zero-shot (label words, not deciding)": paired_bootstrap_difference(cl["ov_raw"], cl["zero_shot"]),
-        "θ_OV(LTV) − θ_OV(random) (label words, not deciding)": paired_bootstrap_difference(
-            cl["ov_raw"][None], rand_l, rows=("auto", "draws")),
-        "θ_OV − MLP control (label words, not deciding)": paired_bootstrap_difference(cl["ov_raw"], cl["mlp"]),
-    }
-    accuracy = {k: Estimate(v.mean(), *wilson_interval(int(v.sum()), len(v)), n=len(v)) for k, v in c.items()}
-    return OVPooled(parts, share, intervals, accuracy)
+    def own(key: str) -> np.ndarray:
+        return pooled(lambda t: ovc[t][key]["ltv"]["accuracy"]["correct"], deciding)
+
+    def rand(key: str) -> np.ndarray:
+        return pooled(lambda t: [d["accuracy"]["correct"] for d in ovc[t][key]["draws"]], deciding)
+
+    vs_random = {k: paired_bootstrap_difference(own(k)[None], rand(k), rows=("auto", "draws")) for k in CONTROL_KEYS}
+    floor = {k: bool(own(k).sum() == 0 and rand(k).sum() == 0) for k in CONTROL_KEYS}
+    ltv_c = pooled(lambda t: ov[t]["proportions"]["ltv"]["accuracy"]["correct"], deciding)
+    zs_c = pooled(lambda t: ov[t]["proportions"]["zero_shot"]["accuracy"]["correct"], deciding)
+    ov_eq = own("ov/at |θ|")
+    named = [("zero-shot", zs_c), ("LTV", ltv_c), *((CONTROL_NAMES[k], own(k)) for k in CONTROL_KEYS)]
+    accuracy = {name: Estimate(v.mean(), *wilson_interval(int(v.sum()), len(v)), n=len(v)) for name, v in named}
+    return OVPooled(vs_random, paired_bootstrap_difference(ov_eq, own("mlp/at |θ|")), gain_share(ov_eq, ltv_c, zs_c),
+                    floor, accuracy)
 
 
-def plot_ov(ov: Mapping[str, Any], ovc: Mapping[str, Any], task_list: Sequence[str], label_list: Sequence[str],
-            trained: Mapping[str, bool]) -> tuple[plt.Figure, np.ndarray]:
-    """Two panels (:data:`OV_PANELS`: whole vocabulary, label words): per task the :data:`OV_BARS` with intervals
-    (random: range of the draws) and the paper's SST-2 lines. Returns the figure and its two axes, without titles or
-    axis labels (the chapter sets them, then the layout)."""
-    fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.4), sharex=True)
-    x = np.arange(len(task_list))
-    w = 0.16
-    for ax, (kind, _) in zip(axes, OV_PANELS):
-        for i, (k, name, color) in enumerate(OV_BARS):
+OV_BARS: tuple[tuple[str, str, str | None], ...] = (
+    ("zero-shot", "0.6", None), ("LTV θ", "C3", None), ("θ_OV", "C0", "ov"), ("random θ_OV", "C9", "ov"),
+    ("MLP control", "C2", "mlp"), ("random MLP", "C8", "mlp"))
+"""The OV figure's bars per task: name, colour, and the map (None: no reconstruction)."""
+
+
+def plot_ov(ov: Mapping[str, Any], ovc: Mapping[str, Any], learned: Sequence[str]) -> tuple[plt.Figure, np.ndarray]:
+    """Two panels (at |θ|, the paper's form): per learned task the LTV, θ_OV and the MLP control with Wilson
+    intervals, random vectors through each map (mean, whiskers: range of the draws) and zero-shot; the paper's
+    SST-2 numbers as dashed lines. Returns the figure and its two axes, without titles or axis labels."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
+    x = np.arange(len(learned))
+    w = 0.13
+    for ax, variant in zip(axes, ("at |θ|", "paper")):
+        for i, (name, color, path) in enumerate(OV_BARS):
             vals, lo, hi = [], [], []
-            for t in task_list:
-                rec = ov[t]["proportions"]["ltv"][kind] if trained[t] else None
-                if rec is None:
-                    vals.append(np.nan)
-                    lo.append(0)
-                    hi.append(0)
-                    continue
-                if k == "random":
-                    d = [r[kind]["value"] for r in ovc[t]["draws"]]
-                    v = float(np.mean(d))
-                    vals.append(100 * v)
-                    lo.append(100 * (v - min(d)))
-                    hi.append(100 * (max(d) - v))
+            for t in learned:
+                if path is None:
+                    r = ov[t]["proportions"]["zero_shot" if name == "zero-shot" else "ltv"]["accuracy"]
+                    v, a, b = r["value"], r["low"], r["high"]
+                elif name.startswith("random"):
+                    d = [r["accuracy"]["value"] for r in ovc[t][control_key(path, variant)]["draws"]]
+                    v, a, b = float(np.mean(d)), min(d), max(d)
                 else:
-                    r = ov[t]["proportions"][k][kind]
-                    vals.append(100 * r["value"])
-                    lo.append(100 * (r["value"] - r["low"]))
-                    hi.append(100 * (r["high"] - r["value"]))
-            ax.bar(x + (i - 2) * w, vals, w, yerr=[lo, hi], color=color, capsize=2, label=name)
-        if kind == "accuracy":
-            ax.axhline(83, color="C3", ls="--", lw=1, label="paper (Llama-3.1-8B, SST-2): LTV 83 %")
-            ax.axhline(52, color="C0", ls="--", lw=1, label="paper: θ_OV 52 %")
+                    r = ovc[t][control_key(path, variant)]["ltv"]["accuracy"]
+                    v, a, b = r["value"], r["low"], r["high"]
+                vals.append(100 * v)
+                lo.append(100 * (v - a))
+                hi.append(100 * (b - v))
+            ax.bar(x + (i - 2.5) * w, vals, w, yerr=[lo, hi], color=color, capsize=2, label=name)
+        ax.axhline(83, color="C3", ls="--", lw=1, label="paper: LTV 83 % (SST-2)")
+        ax.axhline(52, color="C0", ls="--", lw=1, label="paper: θ_OV 52 % (SST-2)")
+        ax.set_xticks(x, list(learned), fontsize=9)
         ax.set_ylim(0, 100)
-    axes[1].set_xticks(x, [f"{t}{' (label space)' if t in label_list else ''}" for t in task_list], fontsize=9)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9, frameon=False)
     return fig, axes
 
 
