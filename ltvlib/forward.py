@@ -211,7 +211,7 @@ class PromptRunner:
         return pad_left([list(self.prompts.rows[i][-self._tail(i) :]) for i in index], self.pad_id, self.device)
 
     @torch.no_grad()
-    def _first_pass(
+    def first_pass(
         self, index: Sequence[int], answers: Sequence[tuple[int, ...]], *, states: bool, keep_from: int
     ) -> list[_Row]:
         """One no-gradient forward of whole rows (plus answer tokens) after the shared prefix: the keys/values
@@ -319,7 +319,7 @@ class PromptRunner:
         for index in token_batches(todo, lengths, batch_size, max_tokens):
             if self.cache_bytes >= self.max_cache_bytes:
                 break
-            entries = self._first_pass(index, [keys[i] for i in index], states=True, keep_from=self.first_layer)
+            entries = self.first_pass(index, [keys[i] for i in index], states=True, keep_from=self.first_layer)
             for i, entry in zip(index, entries):
                 self._keep(i, entry)
             done += len(index)
@@ -408,7 +408,7 @@ class PromptRunner:
         keep_from = self.first_layer if start >= self.first_layer else 0
         entries: list[_Row] = []
         missing = [b for b, i in enumerate(index) if i not in self.rows or keep_from < self.first_layer]
-        fresh = dict(zip(missing, self._first_pass([index[b] for b in missing], [keys[b] for b in missing],
+        fresh = dict(zip(missing, self.first_pass([index[b] for b in missing], [keys[b] for b in missing],
                                                    states=skip, keep_from=keep_from))) if missing else {}
         for b, i in enumerate(index):
             entry = fresh[b] if b in fresh else self.rows[i]

@@ -78,7 +78,9 @@ def value_bytes(value: Any) -> int:
 
 
 @dataclass
-class _Entry:
+class Entry:
+    """One stored value (runners or an evaluation set) and the first layer its caches serve from."""
+
     first_layer: int
     value: Any
 
@@ -96,7 +98,7 @@ class PromptStore:
     """
 
     max_bytes: int = field(default_factory=lambda: int(os.environ.get("LTV_PROMPT_STORE_BYTES", DEFAULT_MAX_BYTES)))
-    entries: OrderedDict[Hashable, _Entry] = field(default_factory=OrderedDict)
+    entries: OrderedDict[Hashable, Entry] = field(default_factory=OrderedDict)
     builds: int = 0
     hits: int = 0
     prefilled_rows: int = 0
@@ -121,7 +123,7 @@ class PromptStore:
         if prefill is not None:
             self._make_room(key, bound(value) if bound is not None else _bound(value))
             self.prefilled_rows += prefill(value)
-        self.entries[key] = _Entry(first_layer, value)
+        self.entries[key] = Entry(first_layer, value)
         self._account(key)
         return value
 

@@ -174,7 +174,7 @@ def proportion_estimate(successes: int, n: int, confidence: float = 0.95) -> Est
     return Estimate(successes / n, lo, hi, n=n, seeds=1, confidence=confidence, method="wilson")
 
 
-def _as_matrix(x: Any, name: str) -> np.ndarray:
+def correctness_matrix(x: Any, name: str) -> np.ndarray:
     """Per-query correctness as a float matrix (seeds, queries); a 1-D input is one seed."""
     arr = x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
     if arr.ndim == 1:
@@ -190,7 +190,7 @@ def _as_matrix(x: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _resampled_means(
+def resampled_means(
     mats: Sequence[np.ndarray], n_resamples: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
     """Two-level bootstrap means, one array of ``n_resamples`` per matrix in ``mats``.
@@ -218,7 +218,9 @@ def _resampled_means(
     return [np.concatenate(parts) for parts in out]
 
 
-def _percentiles(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The central ``confidence`` interval of bootstrap ``draws`` (their percentiles); ``ValueError`` for a level
+    outside (0, 1)."""
     _z(confidence)  # validates the level
     alpha = (1.0 - confidence) / 2
     lo, hi = np.quantile(draws, [alpha, 1.0 - alpha])
@@ -285,9 +287,9 @@ def seed_interval(
         An :class:`Estimate` whose value is the grand mean, method ``"seed-query bootstrap"``.
     """
     _check_resamples(n_resamples)
-    m = _as_matrix(correct, "correct")
-    (draws,) = _resampled_means([m], int(n_resamples), np.random.default_rng(seed))
-    lo, hi = _percentiles(draws, confidence)
+    m = correctness_matrix(correct, "correct")
+    (draws,) = resampled_means([m], int(n_resamples), np.random.default_rng(seed))
+    lo, hi = percentile_interval(draws, confidence)
     value = float(m.mean())
     n_seeds, n_draws = rows_summary([(m.shape[0], rows)])
     return Estimate(value, min(lo, value), max(hi, value), n=m.shape[1], seeds=n_seeds, confidence=confidence,
@@ -324,11 +326,11 @@ def paired_bootstrap_difference(
         ``seeds`` and ``draws`` from :func:`rows_summary`.
     """
     _check_resamples(n_resamples)
-    ma, mb = _as_matrix(a, "a"), _as_matrix(b, "b")
+    ma, mb = correctness_matrix(a, "a"), correctness_matrix(b, "b")
     if ma.shape[1] != mb.shape[1]:
         raise ValueError(f"a and b must be evaluated on the same queries: {ma.shape[1]} vs {mb.shape[1]} queries")
-    da, db = _resampled_means([ma, mb], int(n_resamples), np.random.default_rng(seed))
-    lo, hi = _percentiles(da - db, confidence)
+    da, db = resampled_means([ma, mb], int(n_resamples), np.random.default_rng(seed))
+    lo, hi = percentile_interval(da - db, confidence)
     value = float(ma.mean() - mb.mean())
     n_seeds, n_draws = rows_summary([(ma.shape[0], rows[0]), (mb.shape[0], rows[1])])
     return Estimate(value, min(lo, value), max(hi, value), n=ma.shape[1], seeds=n_seeds, confidence=confidence,

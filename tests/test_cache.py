@@ -226,15 +226,16 @@ def _edit_first_answer(path: Path, answer: str) -> None:
 
 @pytest.fixture
 def training_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Counts the trainings train_ltv(cache=True) starts (a cache hit starts none)."""
+    """Counts the vectors train_ltv(cache=True) trains, by their task's name: each one trained is stored once,
+    a cache hit stores none."""
     calls: list[str] = []
-    real = ltv._train_runs
+    real = ltv.LearnedTaskVector.save
 
-    def counting(lm, task, seeds, **kwargs):
-        calls.extend(get_task(task).name for _ in seeds)
-        return real(lm, task, seeds, **kwargs)
+    def counting(self, path):
+        calls.append(self.task)
+        return real(self, path)
 
-    monkeypatch.setattr(ltv, "_train_runs", counting)
+    monkeypatch.setattr(ltv.LearnedTaskVector, "save", counting)
     return calls
 
 

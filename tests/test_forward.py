@@ -215,8 +215,8 @@ def test_prefill_under_a_small_token_bound_caches_the_same_rows(llama):
     one = PromptRunner(llama, prompts, tail=1, skip_early_layers=True)
     few = PromptRunner(llama, prompts, tail=1, skip_early_layers=True)
     seen = []
-    original = few._first_pass
-    few._first_pass = lambda index, *a, **k: seen.append(list(index)) or original(index, *a, **k)  # type: ignore[method-assign]
+    original = few.first_pass
+    few.first_pass = lambda index, *a, **k: seen.append(list(index)) or original(index, *a, **k)  # type: ignore[method-assign]
     size = [len(prompts.shared) + len(r) + len(a) for r, a in zip(prompts.rows, answers)]
     assert one.prefill(answers) == few.prefill(answers, max_tokens=2 * max(size)) == len(prompts.rows)
     assert len(seen) >= 3 and all(len(b) * max(size[i] for i in b) <= 2 * max(size) for b in seen)
@@ -241,8 +241,8 @@ def test_prefill_splits_long_batches_at_its_own_smaller_bound(llama):
     def batches(**kwargs: int) -> list[list[int]]:
         runner = PromptRunner(llama, prompts, tail=1)
         seen: list[list[int]] = []
-        original = runner._first_pass
-        runner._first_pass = lambda index, *a, **k: seen.append(list(index)) or original(index, *a, **k)  # type: ignore[method-assign]
+        original = runner.first_pass
+        runner.first_pass = lambda index, *a, **k: seen.append(list(index)) or original(index, *a, **k)  # type: ignore[method-assign]
         assert runner.prefill(**kwargs) == len(rows)
         return seen
 

@@ -89,7 +89,7 @@ def test_clear_memory_empties_every_namespace(monkeypatch) -> None:
         for ns in ("test.x", "test.y"):
             memo.memo(module, ns, "k", _Value)
     store = prompt_store.PromptStore()
-    store.entries["k"] = prompt_store._Entry(0, _Value())
+    store.entries["k"] = prompt_store.Entry(0, _Value())
     monkeypatch.setattr(prompt_store, "STORE", store)
     serial = memo.model_serial(a)
     memo.clear_memory()
@@ -178,6 +178,6 @@ def test_the_test_set_memos_share_one_budget(monkeypatch) -> None:
     monkeypatch.setattr(extracted, "vanilla_task", lambda task, template: task)
     splits = SimpleNamespace(test=("q",), train=())
     ltv_set = ltvs.ltv_test_set(module, "antonym", splits, 0, 0, None, 1)
-    assert extracted._test_evalset(module, "antonym", None, "task") is not ltv_set
+    assert extracted.extracted_test_set(module, "antonym", None, "task") is not ltv_set
     assert not memo.entries(module, "ltvs.test_sets")  # 120 > 100: the older, the LTVs' set, went
     assert len(memo.entries(module, "extracted.evalsets")) == 1

@@ -36,15 +36,15 @@ def fresh(monkeypatch):
 
 @pytest.fixture
 def first_pass_rows(monkeypatch):
-    """Counts rows run through a no-gradient full forward (``PromptRunner._first_pass``)."""
+    """Counts rows run through a no-gradient full forward (``PromptRunner.first_pass``)."""
     count = {"rows": 0}
-    original = PromptRunner._first_pass
+    original = PromptRunner.first_pass
 
     def counting(self, index, *args, **kwargs):
         count["rows"] += len(index)
         return original(self, index, *args, **kwargs)
 
-    monkeypatch.setattr(PromptRunner, "_first_pass", counting)
+    monkeypatch.setattr(PromptRunner, "first_pass", counting)
     return count
 
 

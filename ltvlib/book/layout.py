@@ -67,7 +67,7 @@ class Chapter:
         return self.root / f"{self.docname}.ipynb"
 
 
-def _toc_files(node: Any) -> Iterable[str]:
+def toc_files(node: Any) -> Iterable[str]:
     """All ``file:`` entries of a jb-book toc, depth first, in reading order."""
     if isinstance(node, dict):
         if isinstance(node.get("root"), str):
@@ -76,13 +76,14 @@ def _toc_files(node: Any) -> Iterable[str]:
             yield node["file"]
         for key in ("parts", "chapters", "sections"):
             for child in node.get(key) or []:
-                yield from _toc_files(child)
+                yield from toc_files(child)
     elif isinstance(node, list):
         for child in node:
-            yield from _toc_files(child)
+            yield from toc_files(child)
 
 
-def _strip_ext(entry: str) -> str:
+def strip_ext(entry: str) -> str:
+    """A toc entry without its file extension (``.ipynb``, ``.md``, ``.py``, ``.rst``): its docname."""
     for ext in (".ipynb", ".md", ".py", ".rst"):
         if entry.endswith(ext):
             return entry[: -len(ext)]
@@ -99,7 +100,7 @@ def load_toc(root: Path) -> dict[str, Any]:
 
 def toc_pages(root: Path) -> list[str]:
     """Docnames (no extension) of every page in the toc, in order."""
-    return [_strip_ext(f) for f in _toc_files(load_toc(root))]
+    return [strip_ext(f) for f in toc_files(load_toc(root))]
 
 
 def read_chapters(root: Path) -> list[Chapter]:

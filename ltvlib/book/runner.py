@@ -51,14 +51,13 @@ from ltvlib.book.layout import (  # noqa: F401
     DEFAULT_SEED,
     RUN_LAST,
     Chapter,
-    _strip_ext,
-    _toc_files,
     claims_root,
     is_default,
     load_toc,
     read_chapters,
     sanitise,
     staging_dir,
+    strip_ext,
     toc_pages,
     verdict_slug,
 )
@@ -105,7 +104,7 @@ def filter_toc(toc: dict[str, Any], drop: set[str]) -> dict[str, Any]:
 
     def walk(node: Any) -> Any:
         if isinstance(node, list):
-            kept = [walk(n) for n in node if not (isinstance(n, dict) and _strip_ext(str(n.get("file", ""))) in drop)]
+            kept = [walk(n) for n in node if not (isinstance(n, dict) and strip_ext(str(n.get("file", ""))) in drop)]
             return [n for n in kept if n is not None]
         if isinstance(node, dict):
             node = dict(node)

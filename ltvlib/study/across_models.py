@@ -286,7 +286,7 @@ def correct_at(lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, s
     """
     from ..baselines.vanilla_tv import layer_accuracies
     from ..forward import tail_needed
-    from .extracted import _test_evalset, cached_function_vector, cached_vanilla_tv
+    from .extracted import cached_function_vector, cached_vanilla_tv, extracted_test_set
     from .ltvs import ltv_test_set
 
     splits = task_splits(task, run_sizes)
@@ -300,7 +300,7 @@ def correct_at(lm: LoadedModel, task: str, run_sizes: RunSizes, layer: int, *, s
     def compute() -> dict[str, Any]:
         es_ltv = ltv_test_set(lm, task, splits, 0, seed, None, tail_needed(ltv.positions))
         out: dict[str, Any] = {"ltv": evaluate(es_ltv, ltv.edits()).correct, "n": len(splits.test)}
-        es = _test_evalset(lm, task, run_sizes, "task")
+        es = extracted_test_set(lm, task, run_sizes, "task")
         out["zero-shot"] = evaluate(es).correct
         candidates = sweep_with_middle(lm.n_layers, run_sizes)
         config = replace(run_sizes.vanilla_tv, seed=seed, template="task", form="replace")

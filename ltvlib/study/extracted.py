@@ -77,10 +77,13 @@ def cached_function_vector(
                        save=lambda fv, path: fv.save(path))
 
 
-# Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the model's
-# memo (:mod:`ltvlib.memo`) keeps the last two, within :data:`~ltvlib.evaluate.MEMO_EVALSET_BYTES`
-# shared with the LTVs' test sets (:data:`~ltvlib.evaluate.EVALSET_BUDGET`).
-def _test_evalset(lm: LoadedModel, task: str, run_sizes: RunSizes, template: Template) -> EvalSet:
+def extracted_test_set(lm: LoadedModel, task: str, run_sizes: RunSizes, template: Template) -> EvalSet:
+    """The test queries of ``task`` (the run's split) as zero-shot prompts in ``template``'s format, on which the
+    extracted vectors are scored (the last prompt token's tail cached).
+
+    Evaluation prompts (with their cached prefixes) are shared by every method and layer of a task; the model's
+    memo (:mod:`ltvlib.memo`) keeps the last two, within :data:`~ltvlib.evaluate.MEMO_EVALSET_BYTES` shared with
+    the LTVs' test sets (:data:`~ltvlib.evaluate.EVALSET_BUDGET`)."""
     splits = task_splits(task, run_sizes)
     return memo(lm, "extracted.evalsets", (task, template, tuple(splits.test)),
                 lambda: EvalSet(lm, vanilla_task(task, template), splits.test, tail=1), keep=2,
@@ -130,7 +133,7 @@ def extracted_curve(
            "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
-        es = _test_evalset(lm, task, run_sizes, template)
+        es = extracted_test_set(lm, task, run_sizes, template)
         if method == "function_vector":
             assert layers is not None  # layers=None with function vectors raised above
             fv = cached_function_vector(lm, task, run_sizes, config=config, seed=seed)

@@ -23,7 +23,7 @@ from ..cache import cached_json, task_key
 from ..evaluate import EVALSET_BUDGET, MEMO_EVALSET_BYTES, EvalSet, evaluate
 from ..ltv import LearnedTaskVector, TrainConfig, train_ltv
 from ..memo import memo
-from ..stats import DEFAULT_RESAMPLES, Estimate, _as_matrix, _percentiles, _resampled_means, rows_summary
+from ..stats import DEFAULT_RESAMPLES, Estimate, correctness_matrix, percentile_interval, resampled_means, rows_summary
 from ..tasks import TaskSplits, get_task, load_splits
 
 if TYPE_CHECKING:
@@ -221,16 +221,16 @@ def task_contrast(
             raise ValueError(f"task_contrast: task {task!r} has no terms")
         parts = [(p[0], p[1]) for p in raw_parts]
         kinds = [p[2] if len(p) > 2 else "auto" for p in raw_parts]
-        mats = [_as_matrix(c, f"{task} term {i}") for i, (_, c) in enumerate(parts)]
+        mats = [correctness_matrix(c, f"{task} term {i}") for i, (_, c) in enumerate(parts)]
         queries = {m.shape[1] for m in mats}
         if len(queries) != 1:
             raise ValueError(f"task_contrast: the terms of {task!r} are on different queries ({sorted(queries)})")
-        resampled = _resampled_means(mats, int(n_resamples), rng)
+        resampled = resampled_means(mats, int(n_resamples), rng)
         draws += sum(float(w) * d for (w, _), d in zip(parts, resampled)) / len(terms)
         value += sum(float(w) * float(m.mean()) for (w, _), m in zip(parts, mats)) / len(terms)
         n += queries.pop()
         sides += [(m.shape[0], k) for m, k in zip(mats, kinds)]
-    lo, hi = _percentiles(draws, confidence)
+    lo, hi = percentile_interval(draws, confidence)
     n_seeds, n_draws = rows_summary(sides)
     return Estimate(value, min(lo, value), max(hi, value), n=n, seeds=n_seeds, confidence=confidence,
                     method="stratified bootstrap", resamples=int(n_resamples), difference=difference,
