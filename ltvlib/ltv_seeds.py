@@ -1,8 +1,9 @@
-"""Several seeds of one learned task vector trained together: ``train_ltv(..., seeds=[...])``.
+"""``train_ltv_seeds(lm, task, seeds, ...)``: the same call as ``train_ltv(lm, task, seeds=seeds, ...)``.
 
-Kept as a pass-through for callers of :func:`train_ltv_seeds`; the trainer itself (:func:`ltvlib.ltv.train_ltv`)
-steps the seeds as rows of one batch (zero-shot prompts, cached prefixes; otherwise one after another), each seed
-the run ``train_ltv(seed=s)`` makes within float tolerance.
+It passes its arguments through and adds nothing: :func:`ltvlib.ltv.train_ltv` is the one trainer, and it steps
+several seeds as rows of one batch itself (with zero-shot prompts and cached prefixes; otherwise one after
+another), each seed's result the run ``train_ltv(seed=s)`` makes within float tolerance. New code calls
+``train_ltv(..., seeds=[...])``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def train_ltv_seeds(
     cache: bool = False,
     progress: bool = False,
 ) -> list[LearnedTaskVector]:
-    """``train_ltv(lm, task, seeds=seeds, ...)``: one result per seed, in order (see :func:`ltvlib.ltv.train_ltv`)."""
+    """``train_ltv(lm, task, seeds=list(seeds), ...)`` with the same arguments: one result per seed, in the order
+    of ``seeds`` (see :func:`ltvlib.ltv.train_ltv`). Unlike ``train_ltv`` it shows no progress bar by default."""
     return train_ltv(lm, task, seeds=list(seeds), layers=layers, positions=positions, recipe=recipe, splits=splits,
                      n_train=n_train, n_val=n_val, cache=cache, progress=progress)
