@@ -4,7 +4,7 @@
 # (`python -m ltvlib.book build --no-html`, papermill underneath), with each chapter's wall time, exit status, peak
 # GPU memory in use (nvidia-smi, sampled every 0.5 s: the whole card, CUDA context included) and its kernel's peak
 # resident memory (the runner's own record). Numbers on random weights are not results: the point is that the GPU
-# path runs and what it costs (issue 15).
+# path runs and what it costs.
 #
 # On the device machine (no registry there: prepare here first with `.venv/bin/python bench/gpu_wheels.py`, which
 # fills .whl/ and .gpu-cache/, then carry both):

@@ -140,11 +140,12 @@ class EvalSet:
 
 MEMO_EVALSET_BYTES = 1536 * 2**20
 """Bound on the cached prefixes of all the test sets a model's memo keeps (``ltvs.test_sets`` and
-``extracted.evalsets`` together, under the budget :data:`EVALSET_BUDGET`): 1.5 GiB. Measured on SmolLM2-135M in fp32
-(``bench/memory_parts.py``): RTE's 200 test prompts hold 0.67 GiB zero-shot (every block from 0) and 0.29 GiB at ten
-shots (ten fixed demonstration blocks, only the queries cached). With the prompt store's bound (2 GiB) and the model
-(0.42 GiB resident), the caches a chapter holds stay under 4 GiB; what a chapter peaks at is measured in
-``bench/RESULTS.md``."""
+``extracted.evalsets`` together, under the budget :data:`EVALSET_BUDGET`): 1.5 GiB. Measured on SmolLM2-135M in fp32:
+RTE's 200 test prompts hold 0.67 GiB zero-shot (every block from 0) and 0.29 GiB at ten shots (ten fixed
+demonstration blocks, only the queries cached). With the prompt store's bound (2 GiB) and the model (0.42 GiB
+resident), the caches a chapter holds stay under 4 GiB. The book runner records each chapter's peak resident memory
+in its executed notebook; ``bench/memory.py`` measures a chapter-sized unit's peak against the caches it holds
+(``bench/README.md``)."""
 
 EVALSET_BUDGET = "evalsets"
 """The :func:`ltvlib.memo.memo` budget every memo of test sets shares, so that together they stay within

@@ -80,8 +80,9 @@ PREFILL_BATCH_TOKENS = 2048
 """Default bound on a prefill forward's padded size (:meth:`PromptRunner.prefill`). A prefill's first pass records
 every kept block's keys, values and states, so its transient grows with the batch: prefilling RTE's 600 ten-shot
 training prompts from block 0 on SmolLM2-135M took 2.00-2.10 GiB beyond the cache it keeps at 8,192 tokens per
-forward, 1.43-1.49 GiB at 4,096 and 0.94-0.96 GiB at 2,048, and was not slower at 2,048 (62 s against 69-75 s;
-measured, ``bench/first_pass_memory.py``, bench/RESULTS.md "session 22"). That first pass was chapter 02's peak."""
+forward, 1.43-1.49 GiB at 4,096 and 0.94-0.96 GiB at 2,048, and was not slower at 2,048 (62 s against 69-75 s,
+measured on 2 CPU cores). That first pass was chapter 02's peak; ``bench/memory.py`` measures a chapter-sized
+unit's peak memory (``bench/README.md``)."""
 
 
 def token_batches(order: Sequence[int], lengths: Sequence[int], max_rows: int,

@@ -2,8 +2,8 @@
 
 PyTorch's CPU tensors come from the C library's ``malloc``. glibc keeps freed blocks below its (adaptive) mmap
 threshold inside the process heap, so after a batch's temporaries are freed the process can hold gigabytes it no
-longer uses: measured on SmolLM2-135M (``bench/memory_parts.py``), the resident memory after a ten-shot evaluation
-was 1.6 to 1.7 times the tensors still alive. ``malloc_trim(0)`` returns the free pages of every arena to the system.
+longer uses: measured on SmolLM2-135M, the resident memory after a ten-shot evaluation was 1.6 to 1.7 times the
+tensors still alive (``bench/memory.py`` measures a chapter-sized unit's peak against the tensors it holds). ``malloc_trim(0)`` returns the free pages of every arena to the system.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The test suite must leave the repository as it found it (issue 16, point 6).
+"""The test suite must leave the repository as it found it.
 
 :func:`repo_snapshot` fingerprints what a test could overwrite by mistake: every ``results/claims/*.json``
 (the committed verdicts a smoke run once replaced) and, where git is available, every path ``git status``

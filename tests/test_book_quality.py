@@ -71,7 +71,7 @@ def figure_options(cell: dict) -> dict:
 
 
 def figure_problems(cs: list[dict], number: int) -> list[str]:
-    """What breaks the figure convention (issue 18) in a chapter's cells: each code cell that draws a figure
+    """What breaks the book's figure convention in a chapter's cells: each code cell that draws a figure
     carries myst-nb figure metadata with a non-empty caption and a name ``chNN-...`` in lower case, sets a title
     and both axis labels; names are unique; no markdown cell is an old "**Figure N.M.** ..." caption."""
     problems = []
@@ -470,7 +470,7 @@ LEVELS = ("reproduced", "partly", "not reproduced", "inconclusive", "not testabl
 
 
 def claim_record_problems(sheet: dict, source: str = "sheet") -> list[str]:
-    """What a claims sheet (``results/claims/<chapter>.json``, as JSON) lacks of issue 16's record: for every claim
+    """What a claims sheet (``results/claims/<chapter>.json``, as JSON) lacks of a claim's record: for every claim
     n and seeds (positive integers), a 95 % interval (``low <= value <= high``), a verdict among the five levels
     and the name of its rule (not the old checks), the rule giving that verdict when re-applied. A claim not
     testable at this scale measured nothing: it needs its rule's reason, not an interval. A sheet from before
@@ -609,9 +609,9 @@ def test_untrained_and_ledger_checks_on_synthetic_input() -> None:
 
 @pytest.mark.parametrize("path", CLAIMS_FILES, ids=[p.stem for p in CLAIMS_FILES])
 def test_no_untrained_ltv_is_shown_as_a_number(path: Path) -> None:
+    """Every LTV an executed chapter reports carries whether it trained; none that did not is shown as an LTV
+    number. A chapter whose source uses LTVs must have reported some."""
     skip_if_stale(path.stem)
-    """Issue 13's acceptance: every LTV an executed chapter reports carries whether it trained; none that did not
-    is shown as an LTV number. A chapter whose source uses LTVs must have reported some."""
     sheet = json.loads(path.read_text(encoding="utf-8"))
     problems = untrained_shown_problems(sheet, path.name)
     chapter = ROOT / book.CHAPTER_DIR / f"{path.stem}.py"
@@ -644,7 +644,7 @@ def output_text(nb: dict) -> str:
 
 
 def interpretation_problems(nb: dict, sheet: dict, source: str = "chapter") -> list[str]:
-    """Issue 16, point 3: each interpretation an executed chapter shows (``interpret(...)``'s hidden marker)
+    """Each interpretation an executed chapter shows (``interpret(...)``'s hidden marker)
     names a claim of the chapter's own sheet and that claim's verdict; every claim has at least one."""
     from ltvlib.book.runner import verdict_slug
     from ltvlib.book.scorecard import interpretation_markers

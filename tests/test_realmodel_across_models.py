@@ -33,7 +33,7 @@ def test_gemma3_architecture_row(real_gemma):
 
 
 def test_gemma3_heads_write_what_its_attention_blocks_add(real_gemma):
-    # issue 13: what the heads write goes through Gemma's attention-output norm; without it (the bare W_O terms)
+    # what the heads write goes through Gemma's attention-output norm; without it (the bare W_O terms)
     # a head's write is another size altogether
     got = attention_write_check(real_gemma, [0, 9, 17], n=4)
     for layer, r in got.items():

@@ -363,7 +363,7 @@ def test_label_tokens_must_start_differently(tmp_path: Path) -> None:
 
 
 def test_skewed_file_gets_balanced_pools_and_the_same_test_split(tmp_path: Path) -> None:
-    # 80 % positive, as the held-out sentiment task of issue 19
+    # 80 % positive: a skewed sentiment file, as a user's own reviews may be
     rows = [{"input": f"review number {i}", "output": "positive" if i % 5 else "negative"} for i in range(400)]
     task = Task.from_jsonl(_jsonl(tmp_path / "skewed.jsonl", rows), kind="classification")
     plain, balanced = load_splits(task, balance=False), load_splits(task)

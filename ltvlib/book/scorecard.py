@@ -524,7 +524,7 @@ class Claim:
         return bool(self.intervals)
 
     def uncertainty_gaps(self) -> list[str]:
-        """What the claim lacks of issue 16's record (n, seeds, a 95 % interval, one of the five levels, a
+        """What the claim's record lacks (n, seeds, a 95 % interval, one of the five levels, a
         rule other than the old checks); empty when complete, and for a claim not testable at this scale.
         A book test can require it of every claim."""
         gaps: list[str] = []
@@ -755,7 +755,7 @@ def record_claims(
     params = {"model": sheet.model, "profile": sheet.profile, "seed": sheet.seed}
     if checkout is not None and not is_default(params) and target_root.resolve() == checkout:
         # the committed claims are the default setting's; a smoke or other run there would mix profiles on
-        # the scorecard (issue 16, point 6)
+        # the scorecard
         raise ValueError(
             f"{chapter}: refusing to record a {sheet.profile!r} run of {sheet.model!r} (seed {sheet.seed}) into the "
             f"repository's {CLAIMS_DIR} at {checkout}: only the default setting writes there; record into "
@@ -872,7 +872,7 @@ INTERPRETATION_MARKER = re.compile(r"<!-- ltv-interpretation claim=(?P<key>[a-z0
 
 @dataclasses.dataclass(frozen=True)
 class Interpretation:
-    """The paragraph that interprets one claim's outcome, chosen by its verdict (issue 16, point 3).
+    """The paragraph that interprets one claim's outcome, chosen by its verdict.
 
     Render it as a cell's last expression (``_repr_markdown_``): the text for the claim's verdict, preceded by a
     hidden marker naming the claim's key and verdict, which ``tests/test_book_quality.py`` compares with the

@@ -242,7 +242,7 @@ def linearity_plan(n_layers: int, profile: Profile) -> dict[str, list[int]]:
 
 
 def mechanism_plan(n_layers: int, profile: Profile) -> dict[str, list[int]]:
-    """Which (task, layers) chapter 05 covers (issue 17) in ``profile``: label-space tasks first (they decide its
+    """Which (task, layers) chapter 05 covers in ``profile``: label-space tasks first (they decide its
     verdicts), then open-vocabulary tasks beside them.
 
     ``paper``: every task at every layer. ``cpu``: TREC (a label-space task with short prompts) at the layers
