@@ -1,0 +1,176 @@
+"""The cost plan (``python -m ltvlib.book plan``) against what torch counts: the FLOPs that
+:func:`ltvlib.study.cost.ltv_training_cost` and :func:`~ltvlib.study.cost.eval_cost` estimate from a model's
+config and its prompts' lengths lie within 10 % of ``torch.utils.flop_counter.FlopCounterMode``'s count of the
+same work (the CPU attention kernel included, as ``bench/floor.py`` counts it); and the command itself runs from
+a config alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from arch_fixtures import tiny_qwen2
+from models_fixtures import tiny_gemma3, tiny_llama
+
+from ltvlib import prompt_store
+from ltvlib.evaluate import EvalSet, evaluate
+from ltvlib.flops import Shape, model_shape, shape_from_config
+from ltvlib.inject import VectorEdit
+from ltvlib.ltv import FAST_RECIPE, PAPER_RECIPE, train_ltv, with_config
+from ltvlib.study.cost import Lengths, chapter_costs, eval_cost, ltv_training_cost, tokenizer_counter
+from ltvlib.tasks import get_task, load_splits
+from tests.bench_scripts import load_bench
+
+ROOT = Path(__file__).resolve().parents[1]
+TOLERANCE = 0.10
+BUILDERS = {"llama": tiny_llama, "gemma3": tiny_gemma3, "qwen2": tiny_qwen2}
+
+
+def _counted(fn) -> tuple[int, object]:
+    total, _, result = load_bench("floor").counted_flops(fn)
+    return total, result
+
+
+def _shape(lm) -> Shape:
+    return shape_from_config(lm.model.config, lm.name)
+
+
+def _lengths(lm, task: str, examples) -> Lengths:
+    count, special = tokenizer_counter(lm.tokenizer)
+    return Lengths.of(get_task(task), list(examples), count, special)
+
+
+def _check(estimate: float, measured: int) -> None:
+    assert measured > 0
+    print(f"estimate / measured = {estimate / measured:.3f} ({estimate:.4g} / {measured:.4g} FLOPs)")
+    assert abs(estimate / measured - 1) <= TOLERANCE, f"estimate {estimate:.4g} vs measured {measured:.4g} FLOPs"
+
+
+def _train_and_estimate(lm, task: str, recipe, *, layer: int, n_train: int, n_val: int,
+                        lengths: Lengths | None = None) -> tuple[float, int]:
+    """One LTV trained from an emptied prompt store under the counter, and the plan's estimate of it with the
+    steps, validations and attempts the run made (every attempt runs its whole schedule: see the recipes)."""
+    splits = load_splits(task, seed=0, n_train=n_train, n_val=n_val)
+    prompt_store.STORE.clear()
+    measured, ltv = _counted(lambda: train_ltv(lm, task, layers=[layer], recipe=recipe, seed=0, splits=splits,
+                                               progress=False))
+    rec = ltv.training  # type: ignore[attr-defined]
+    validations = sum(1 for point in rec.curve if "val_score" in point)
+    assert rec.steps == recipe.epochs * -(-recipe.samples_per_epoch // recipe.batch_size)  # no early stop
+    estimate = ltv_training_cost(_shape(lm), lengths or _lengths(lm, task, splits.train), layer, recipe,
+                                 n_train=len(splits.train), n_val=len(splits.validation), steps=rec.steps,
+                                 validations=validations, attempts=rec.attempts)
+    return estimate.flops, measured
+
+
+# patience 2 over 2 epochs: no run stops early, so each attempt runs its whole schedule
+FAST_SMALL = with_config(FAST_RECIPE, epochs=2, samples_per_epoch=32)
+PAPER_SMALL = with_config(PAPER_RECIPE, epochs=2, samples_per_epoch=6)
+
+
+@pytest.mark.parametrize("arch", sorted(BUILDERS))
+@pytest.mark.parametrize("layer", [0, 2])
+def test_fast_recipe_training_estimate_matches_the_counted_flops(arch, layer, tmp_path, monkeypatch):
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))  # the stream's size is computed, not read from a cache
+    # weights of their own: the stream's size is memoised per process by the weights it was measured on
+    lm = BUILDERS[arch](seed=10 + layer)
+    estimate, measured = _train_and_estimate(lm, "antonym", FAST_SMALL, layer=layer, n_train=64, n_val=32)
+    _check(estimate, measured)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_paper_recipe_training_estimate_matches_the_counted_flops(arch, tmp_path, monkeypatch):
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    lm = BUILDERS[arch](seed=20)
+    estimate, measured = _train_and_estimate(lm, "antonym", PAPER_SMALL, layer=1, n_train=32, n_val=16)
+    _check(estimate, measured)
+
+
+def test_retries_are_counted_per_attempt(tmp_path, monkeypatch):
+    """A random tiny model never learns: every run is retried twice, and the estimate counts three attempts."""
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    lm = tiny_llama(seed=30)
+    recipe = with_config(FAST_SMALL, retries_without_progress=2)
+    splits = load_splits("antonym", seed=0, n_train=64, n_val=32)
+    prompt_store.STORE.clear()
+    measured, ltv = _counted(lambda: train_ltv(lm, "antonym", layers=[1], recipe=recipe, seed=0, splits=splits,
+                                               progress=False))
+    assert ltv.training.attempts == 3  # type: ignore[attr-defined]
+    lengths = _lengths(lm, "antonym", splits.train)
+    once = ltv_training_cost(_shape(lm), lengths, 1, recipe, n_train=64, n_val=32)
+    thrice = ltv_training_cost(_shape(lm), lengths, 1, recipe, n_train=64, n_val=32, attempts=3)
+    _check(thrice.flops, measured)
+    assert thrice.flops > 1.5 * once.flops
+
+
+@pytest.mark.parametrize("shots", [0, 3])
+def test_evaluation_estimate_matches_the_counted_flops(shots):
+    """The test prompts once in full, then two vectors at layer 1 (last position)."""
+    lm = tiny_llama()
+    splits = load_splits("antonym", seed=0, n_train=64, n_val=8)
+    test = list(splits.test)[:48]
+    vectors = [VectorEdit(1, -1, 0.1 * lm.model.get_input_embeddings().weight[i].detach()) for i in (5, 6)]
+
+    def run() -> list:
+        # built inside the count: a set computes its shared demonstration blocks when it is made
+        eval_set = EvalSet(lm, get_task("antonym"), test, shots=shots, demo_pool=list(splits.train), seed=0,
+                           demo_sets=4 if shots else None, tail=1, first_layer=1)
+        return [evaluate(eval_set, [v]) for v in vectors]
+
+    measured, _ = _counted(run)
+    lengths = _lengths(lm, "antonym", test)
+    estimate = eval_cost(_shape(lm), lengths, len(test), 1, len(vectors), shots=shots, demo_sets=4 if shots else None)
+    _check(estimate.flops, measured)
+
+
+def test_shapes_from_configs():
+    assert model_shape("llama-8b").n_params == pytest.approx(8.03e9, rel=0.01)
+    assert model_shape("32b").n_params == pytest.approx(32.8e9, rel=0.02)  # Qwen2.5-32B
+    assert model_shape("70b").n_params == pytest.approx(70.6e9, rel=0.01)
+    smol = model_shape("smollm2-135m")
+    assert (smol.n_layers, smol.d_model, smol.vocab, smol.tied) == (30, 576, 49152, True)
+    assert smol.n_params == pytest.approx(134.5e6, rel=0.01)
+    with pytest.raises(ValueError, match="no config for 'no-such/model'"):
+        model_shape("no-such/model")
+
+
+def test_every_chapter_has_a_cost_and_a_larger_model_costs_more():
+    small = chapter_costs(model_shape("smollm2-135m"), "smoke")
+    large = chapter_costs(model_shape("llama-8b"), "smoke")
+    assert list(small) == ["00", "01", "02", "03", "04", "05", "06", "07", "08"]
+    assert all(c.flops > 0 and c.fwd_tokens > 0 for c in small.values())
+    assert all(large[k].flops > 10 * small[k].flops for k in small)
+
+
+def test_plan_command_prints_the_table_from_the_config_alone():
+    """``python -m ltvlib.book plan`` on a shape no weights exist for: the table, one row per chapter."""
+    out = subprocess.run([sys.executable, "-m", "ltvlib.book", "plan", "--model", "70b", "--profile", "smoke",
+                          "--gpu", "H100", "--utilisation", "0.4"], check=False, capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "model llama-3-70b: 70.55 B parameters" in out.stdout
+    assert "at 40% of peak = 396 TFLOP/s" in out.stdout
+    rows = [line for line in out.stdout.splitlines() if line.startswith(("| 0", "| book"))]
+    assert [r.split("|")[1].strip() for r in rows] == ["00", "01", "02", "03", "04", "05", "06", "07", "08", "book"]
+    bad = subprocess.run([sys.executable, "-m", "ltvlib.book", "plan", "--utilisation", "1.5"], check=False,
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "--utilisation must lie in (0, 1], got 1.5" in bad.stderr
+
+
+@pytest.mark.realmodel
+def test_smollm2_training_estimate_matches_the_counted_flops(tmp_path, monkeypatch):
+    """One small LTV on SmolLM2-135M (fast recipe, 64 training and 32 validation prompts, 4 steps of 16) against
+    the plan's estimate with the plan's own prompt lengths (the task's first 200 training examples)."""
+    from ltvlib.models import load_model
+    from ltvlib.study.cost import task_lengths, tokenizer_file
+
+    lm = load_model("smollm2-135m", device="cpu")
+    tokenizer = tokenizer_file("smollm2-135m")
+    assert tokenizer is not None and tokenizer.parent.name == "smollm2-135m"
+    lengths = task_lengths("antonym", tokenizer)
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    estimate, measured = _train_and_estimate(lm, "antonym", FAST_SMALL, layer=lm.middle_layer, n_train=64,
+                                             n_val=32, lengths=lengths)
+    _check(estimate, measured)
