@@ -37,6 +37,7 @@ from .tasks import DataFileError, Example, Task, TaskSplits, check_label_tokens,
 if TYPE_CHECKING:
     from .models import LoadedModel
     from .prompts import CutInput
+    from .task_vector import TaskVector
 
 PROG = "python -m ltvlib"
 DEFAULT_MODEL = "smollm2-135m"
@@ -317,20 +318,24 @@ def _score(result: Any, examples: Sequence[Example], task: Task) -> Score:
 
 
 def evaluate_conditions(
-    lm: LoadedModel, task: Task, splits: TaskSplits, ltv: Any, *, shots: int, seed: int, log: Any
+    lm: LoadedModel, task: Task, splits: TaskSplits, vector: TaskVector, *, shots: int, seed: int, log: Any
 ) -> dict[str, Score]:
-    """Zero-shot, the LTV (as trained) and, with ``shots > 0``, k-shot ICL on ``splits.test``.
+    """Zero-shot, the vector (at its own layers and positions, scale 1; reported as ``"LTV"``) and, with
+    ``shots > 0``, k-shot ICL on ``splits.test``.
 
-    Zero-shot and the LTV share one :class:`~ltvlib.evaluate.EvalSet` (the LTV's positions decide how many
-    last tokens are recomputed) and run in that order, so ``train`` and ``eval`` do the same computation.
+    Zero-shot and the vector share one :class:`~ltvlib.evaluate.EvalSet` (the positions of the vector's edits
+    decide how many last tokens are recomputed) and run in that order, so ``train`` and ``eval`` do the same
+    computation.
     """
     from .evaluate import EvalSet, evaluate
     from .forward import tail_needed
 
     test = list(splits.test)
+    edits = vector.edits()
     log(f"evaluating zero-shot and the LTV on {len(test)} test queries")
-    plain = EvalSet(lm, task, test, tail=tail_needed(ltv.positions))
-    scores = {"zero-shot": _score(evaluate(plain), test, task), "LTV": _score(evaluate(plain, ltv.edits()), test, task)}
+    positions = list(dict.fromkeys(e.position for e in edits))  # the vector's positions, in order, once each
+    plain = EvalSet(lm, task, test, tail=tail_needed(positions))
+    scores = {"zero-shot": _score(evaluate(plain), test, task), "LTV": _score(evaluate(plain, edits), test, task)}
     if shots:
         log(f"evaluating {shots}-shot ICL ({ICL_DEMO_SETS} demonstration blocks from the training split)")
         icl = EvalSet(lm, task, test, shots=shots, demo_pool=splits.train, seed=seed, demo_sets=ICL_DEMO_SETS,

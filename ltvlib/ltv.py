@@ -52,7 +52,7 @@ from .forward import PromptRunner, Tail, tail_needed
 from .inject import VectorEdit, resolve_positions
 from .ltv_record import TrainingRecord
 from .memo import memo, model_serial
-from .prompts import answer_ids, encode_prompts, sample_demos
+from .prompts import answer_ids, check_task_context, encode_prompts, sample_demos, tokenizer_limit
 from .sites import check_layer
 from .stats import wilson_interval
 from .stream_scale import site_stream_rms
@@ -193,12 +193,11 @@ a step relative to its own site (the previous default, 27 times 0.0163 at the si
 smaller at SmolLM2's layer 0 than at its last, and TREC at layers 0 and 3 trained far better with larger ones.
 
 How it was chosen: 0.1 at layer 15 first (batch 16, epochs and queries per epoch chosen against the paper's
-recipe on Antonym and TREC, ``bench/recipe_grid.py``). Then, by the rule "the highest mean validation score
-(what early stopping sees, never test accuracy) over the grid's points", over Antonym and TREC at layers 0, 3,
-8, 15, 22, 26 and 29 (``bench/layer_recipes.py``): site-relative factors first (x27 of 0.0163 won,
-2026-12-01), then the blend ``w`` in quarters with the factor interpolated per point from single runs at x9 to
-x2187 (``bench/step_blend.py``): w = 0 / x27 44.1 %, w = 1/2 / x27 46.3, w = 3/4 / x15.6 47.1, **w = 1 / x9
-47.7** (mean validation accuracy over those 14 points). Checked against a third and three times its learning rate on
+recipe on Antonym and TREC). Then, by the rule "the highest mean validation score (what early stopping sees,
+never test accuracy) over the grid's points", over Antonym and TREC at layers 0, 3, 8, 15, 22, 26 and 29:
+site-relative factors first (x27 of 0.0163 won), then the blend ``w`` in quarters with the factor interpolated
+per point from single runs at x9 to x2187: w = 0 / x27 44.1 %, w = 1/2 / x27 46.3, w = 3/4 / x15.6 47.1,
+**w = 1 / x9 47.7** (mean validation accuracy over those 14 points). Checked against a third and three times its learning rate on
 test accuracy at those 14 points (3-10 seeds each): within 5 points of the better neighbour at 13; at TREC layer
 3 three times the step scores 5.5 points more [1.0, 10.0] (10 seeds). All of that was one-vector LTVs.
 
@@ -215,8 +214,9 @@ the learning rate, at most twice (``retries_without_progress``): a run that lear
 time only where a vector would otherwise be reported as "did not train". (On Gemma-3-270M at layer 9, SST-2, the
 default step left a vector answering "negative" to every query, balanced validation 0.500, below zero-shot within
 the labels; a third of the step reached 86.0 % on test.)
-``bench/train_recipes.py`` and ``bench/recipe_grid.py`` compare recipes side by side; ``bench/layer_recipes.py``
-across layers and models."""
+``bench/recipes.py`` compares this recipe with the released one side by side (time to accuracy), and
+``bench/label_row.py`` checks label tasks on both models at their middle layer; figures and commands in
+``bench/README.md``."""
 
 
 RECIPES = {"paper": PAPER_RECIPE, "fast": FAST_RECIPE}
@@ -485,7 +485,8 @@ def train_ltv(
     are rows of one batch per step, each row carrying its own seed's vector (its own draw, sampler, optimiser,
     schedule, early stopping and retries; each run equals ``seed=s``'s within float tolerance, as a batch of other
     rows sums in another order). Three seeds at SmolLM2-135M's middle layer took 1/1.28 of the time of one after
-    another (TREC 1.66x, SST-2 1.32x, Antonym 1.04x; ``bench/seeds_together.py``). With demonstrations or without
+    another (TREC 1.66x, SST-2 1.32x, Antonym 1.04x; ``bench/floor.py --seeds`` measures it, current figure in
+    ``bench/README.md``). With demonstrations or without
     cached prefixes the seeds run one after another. ``training.seconds`` is then the whole call's wall time.
 
     With ``cache=True`` vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (:func:`ltv_cache_path`; see
@@ -516,6 +517,8 @@ def train_ltv(
             with ``seed``; with ``cache=True``: no positions or a position that is not an int (before anything
             is looked up).
         TrainingDivergedError: the loss became NaN/inf or exceeded ``config.max_loss`` (the seed named).
+        ContextLengthError: a prompt past the model's context: with the default splits, any row of the task's
+            files, before anything is read or cached (:func:`check_context`).
     """
     if seeds is not None:
         wanted = [int(s) for s in seeds]
@@ -525,6 +528,8 @@ def train_ltv(
             raise ValueError(f"pass seed={seed} or seeds={wanted!r}, not both")
     else:
         wanted = [seed]
+    if splits is None:
+        check_context(lm, task)
     if not cache:
         out = _train_runs(lm, task, wanted, layers=layers, positions=positions, shots=shots, recipe=recipe,
                           splits=splits, n_train=n_train, n_val=n_val, progress=progress)
@@ -545,6 +550,22 @@ def train_ltv(
             found[ltv.seed] = ltv
     results = [cast(LearnedTaskVector, found[s]) for s in wanted]
     return results if seeds is not None else results[0]
+
+
+def check_context(lm: LoadedModel, task: Task | str) -> None:
+    """Every row of ``task``'s data files fits ``lm``: its zero-shot prompt and answer within the tokenizer's bound,
+    which :func:`ltvlib.models.wrap_model` sets to the model's context where the tokenizer states none
+    (:func:`ltvlib.prompts.check_task_context`, before the splits are read and their rows cached, so a file with a
+    row too long stops in seconds and writes nothing). Remembered per model and task (:mod:`ltvlib.memo`).
+
+    Raises:
+        ContextLengthError: a row too long; the message names its file and line, its tokens and the limit.
+    """
+    t = get_task(task)
+    limit = tokenizer_limit(lm.tokenizer)
+    if limit is None:  # no bound known: nothing to check against
+        return
+    memo(lm, "ltv.context_checked", (t, limit), lambda: check_task_context(t, lm.tokenizer, limit), keep=16)
 
 
 def ltv_cache_key(

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from .cache import cache_root
+from .prompts import context_length, tokenizer_limit
 from .sites import ArchTable, HeadGeometry, arch_table, head_geometry
 
 if TYPE_CHECKING:
@@ -185,12 +186,19 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 def wrap_model(model: PreTrainedModel, tokenizer: Any, name: str) -> LoadedModel:
-    """Freeze ``model`` and bundle it with its site table; used by the loaders and by tests on tiny models."""
+    """Freeze ``model`` and bundle it with its site table; used by the loaders and by tests on tiny models.
+
+    A tokenizer that states no bound on its inputs (``model_max_length`` missing or Hugging Face's "unset", as
+    SmolLM2's and Gemma 3's) gets the model's context (:func:`ltvlib.prompts.context_length`) as its bound, so
+    every prompt the library encodes (:func:`ltvlib.prompts.encode_prompts`) is checked against the positions the
+    model has: a prompt past them stops with :class:`ltvlib.prompts.ContextLengthError` instead of running."""
     table = arch_table(model.config)
     model.eval()
     model.requires_grad_(False)
     if tokenizer is not None and tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if tokenizer is not None and tokenizer_limit(tokenizer) is None and context_length(model) is not None:
+        tokenizer.model_max_length = context_length(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, table=table, geometry=head_geometry(model.config))
 
 

@@ -82,8 +82,9 @@ def encode_prompts(
         shared_demos: one demonstration block shared by every prompt (put into ``shared`` so it can be
             cached once), or None. Zero-shot when both are None.
         max_tokens: the longest prompt allowed, in tokens (the model's context, :func:`context_length`);
-            None: the tokenizer's ``model_max_length`` when it states a real bound (many tokenizers state
-            none, e.g. SmolLM2's and Gemma 3's: then nothing is checked).
+            None: the tokenizer's ``model_max_length`` when it states a real bound; a model loaded through
+            :func:`ltvlib.models.wrap_model` has its context there when its tokenizer stated none (SmolLM2's and
+            Gemma 3's state none; a bare tokenizer without a bound checks nothing).
 
     Raises:
         ContextLengthError: a prompt longer than ``max_tokens``; the message names the query's file and line
