@@ -14,7 +14,7 @@ from ltvlib.ltv import FAST_RECIPE, LearnedTaskVector
 from ltvlib.prompts import answer_ids, encode_prompts, pad_left
 from ltvlib.study import composition as comp
 from ltvlib.study.plans import get_profile, run_sizes
-from ltvlib.tasks import Example, get_task, load_splits
+from ltvlib.tasks import Example, get_task
 from tests.margins import PATH_GAP, smallest_margin
 
 
@@ -35,31 +35,46 @@ def test_words_split_compounds_and_fold_case():
 def test_no_test_word_in_any_training_or_validation_split(profile):
     run = run_sizes(get_profile(profile))
     data = comp.composition_data(run)
-    raw = {t: load_splits(t, seed=0, n_train=run.n_train, n_val=run.n_val) for t in comp.TASKS}
-    # every word of every form of every test pair is banned, whichever task's test split it came from
-    for s in raw.values():
-        for e in s.test:
-            assert comp.example_words(e) <= data.banned
+    train_p, val_p, test_p = comp.split_pairs(comp.gender_pairs())
+    assert len(test_p) == comp.TEST_PAIRS == len(data.test) == 100 and len(val_p) == comp.VAL_PAIRS
+    # every word of every form of every test pair is banned
+    for p in test_p:
+        for form in comp.FORMS_FIELDS:
+            assert comp.words(p[form]) <= data.banned
     for t in comp.TASKS:
         kept = [*data.splits[t].train, *data.splits[t].validation]
         assert kept, t
         assert all(not comp.example_words(e) & data.banned for e in kept)
-        # nothing else is dropped
-        assert len(kept) + len(data.dropped[t]) == len(raw[t].train) + len(raw[t].validation)
+        # nothing else is dropped (up to the run's caps on training and validation)
+        raw = [e for p in (*train_p, *val_p) for e in comp.pair_examples(t, p)]
         assert all(comp.example_words(e) & data.banned for e in data.dropped[t])
-    # the three tasks cut the same pairs: the composed test queries are the masculine->feminine ones
-    assert {e.input for e in raw[comp.COMPOSED].test} == {e.input for e in raw[comp.MASC_FEM].test}
-    assert len(data.test) == min(len(raw[comp.COMPOSED].test), run.n_test or 10**9)
+        assert len(raw) - len(data.dropped[t]) >= len(kept)
+        assert len(data.splits[t].train) == min(run.n_train, sum(
+            1 for p in train_p for e in comp.pair_examples(t, p) if not comp.example_words(e) & data.banned))
+    # the three tasks cut the same pairs: the composed test queries are the English masculine nouns of the test pairs
+    assert [e.input for e in data.test] == [p["english_masc"] for p in test_p]
     for e, forms in zip(data.test, data.forms):
         assert e.output in forms["french_fem"] and forms["english_masc"] == (e.input,)
     comp.check_no_leak(data, data.splits[comp.COMPOSED].train)
 
 
+def test_pairs_are_distinct_and_the_split_is_seeded():
+    pairs = comp.gender_pairs()
+    assert len(pairs) >= comp.TEST_PAIRS + comp.VAL_PAIRS + 40
+    assert len({p["english_masc"] for p in pairs}) == len(pairs)
+    assert all(p["french_masc"] != p["french_fem"] and p["english_masc"] != p["english_fem"] for p in pairs)
+    assert comp.split_pairs(pairs) == comp.split_pairs(pairs)
+    assert comp.split_pairs(pairs, seed=1) != comp.split_pairs(pairs)
+    with pytest.raises(ValueError, match="cannot give"):
+        comp.split_pairs(pairs[:30])
+    with pytest.raises(ValueError, match="unknown composition task"):
+        comp.pair_examples("antonym", pairs[0])
+    assert [e.output for e in comp.pair_examples(comp.EN_FR, pairs[0])] == [pairs[0]["french_masc"], pairs[0]["french_fem"]]
+
+
 def test_the_raw_splits_do_share_words_so_the_filter_is_needed():
-    # girl -> fille (train) against stepdaughter -> belle-fille, and more (split seed 0)
     data = comp.composition_data(run_sizes(get_profile("cpu")))
     assert sum(len(d) for d in data.dropped.values()) > 0
-    assert "fille" in data.banned
 
 
 def test_a_leaking_example_is_caught():
@@ -129,7 +144,7 @@ def test_icl_scorer_draws_clean_demonstrations(llama):
 
 def test_composition_result_end_to_end_and_cached(llama, cache):
     run = run_sizes(get_profile("smoke"))
-    sizes = comp.CompositionSizes(seeds=(0,), scales=(0.5, 1.0), icl_shots=(2,))
+    sizes = comp.CompositionSizes(seeds=(0, 1), scales=(0.5, 1.0), icl_shots=(2,), test_pairs=8)
     r = comp.composition_result(llama, run, sizes, seed=0)
     assert set(r["methods"]) == {"zero-shot", "2-shot ICL", "EN->FR", "M->F", "EN->FR + M->F",
                                  "random (norm of the sum)", "composed LTV"}
@@ -145,9 +160,12 @@ def test_composition_result_end_to_end_and_cached(llama, cache):
     assert set(r["cosine"]) == {"vectors", "vector minus start"}
     assert set(r["cosine"]["vectors"]) == {"composed, EN->FR + M->F", "composed, EN->FR", "composed, M->F", "EN->FR, M->F"}
     assert comp.composition_result(llama, run, sizes, seed=0) == r
-    assert len(list((cache / "vectors" / "ltv").glob("*.safetensors"))) == 3
-    again = comp.composition_ltv(llama, comp.EN_FR, run, comp.composition_data(run), seed=0)
-    assert again.training.steps > 0
+    # both seeds' vectors trained together, into the cache entries a one-seed call reads
+    assert len(list((cache / "vectors" / "ltv").glob("*.safetensors"))) == 6
+    assert r["methods"]["zero-shot"]["n"] == 8
+    again = comp.composition_ltv(llama, comp.EN_FR, run, comp.composition_data(run, test_pairs=8), seed=1)
+    assert again.training.steps > 0 and again.seed == 1
+    assert len(list((cache / "vectors" / "ltv").glob("*.safetensors"))) == 6
 
 
 def test_first_token_clashes_are_reported(llama):

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 
 from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study.composition import COMPONENTS, COMPOSED, TASKS
-from ltvlib.study.composition_tables import CompositionView, data_summary, data_table, rows_of
+from ltvlib.study.composition_tables import CompositionView, data_table, rows_of
 from ltvlib.study.ltv_report import LTVLedger
 
 METHODS = ["zero-shot", "2-shot ICL", "EN->FR", "M->F", "EN->FR + M->F", "random (norm of the sum)", "composed LTV"]
@@ -72,12 +72,8 @@ def test_view_counts_only_trained_seeds() -> None:
     plt.close(fig)
 
 
-def test_data_table_and_summary() -> None:
+def test_data_table() -> None:
     split = SimpleNamespace(train=[1, 2, 3], validation=[1], test=[1, 2])
     data = SimpleNamespace(splits={t: split for t in TASKS}, dropped={t: [0] for t in TASKS},
                            test=[SimpleNamespace(input="king"), SimpleNamespace(input="son")], banned={"roi", "fils"})
     assert data_table(data).loc[COMPOSED].tolist() == [3, 1, 1, 2]
-    text = data_summary(data, [{"query": "son", "form": "french_masc"}, {"query": "son", "form": "english_fem"}])
-    assert text.startswith("**2 test pairs**; 2 test words are banned from training. Test queries: king, son. "
-                           "For 1 of them") and "(1 as the French masculine)" in text
-

@@ -171,10 +171,10 @@ def test_chapter_plans_take_their_parameters():
     assert plans.myopic_plan("cpu").sizes.n_test == 100
     assert plans.myopic_plan("cpu", task="myopic_lm").sizes.task == "myopic_lm"
     across = across_models_plan("cpu")
-    assert across.tasks["table"] == ("antonym", "trec") and across.icl_shots == (5, 10)
+    assert across.tasks["table"] == ("antonym", "sst2", "trec") and across.icl_shots == (5, 10)
     at = across.layers(30)
     assert at.table == tuple(table_layers(30, get_profile("cpu"))) and at.extracted["trec"] == (15,)
-    assert at.sweep_ltv["antonym"] == at.linearity["antonym"] == (8, 15, 24)
+    assert at.sweep_ltv["antonym"] == (8, 15, 24) and len(at.linearity["trec"]) == 3
 
 
 # ------------------------------------------------------------------------------------ tables and layers
@@ -220,12 +220,15 @@ def test_race_sizes_follow_the_profile_and_its_recipe():
 def test_chapter_08_plan_per_profile():
     cpu = get_profile("cpu")
     plan = plan_tasks(cpu)
-    assert plan["table"] == ["antonym", "trec"]
-    assert plan["key_heads"] == ["antonym"]  # one of chapter 04's tasks: cached on the default model
+    assert plan["table"] == ["antonym", "sst2", "trec"]
+    # the mechanism claims are decided on label-space tasks, as chapters 04 and 05 decide them
+    assert plan["key_heads"] == ["sst2", "trec"] and plan["linearity"] == ["trec"]
+    assert all(get_task(t).labels for t in (*plan["key_heads"], *plan["linearity"]))
+    smoke = plan_tasks(get_profile("smoke"))
+    assert all(get_task(t).labels for t in (*smoke["key_heads"], *smoke["linearity"]))
     for part in ("sweep", "key_heads", "linearity"):
         assert set(plan[part]) <= set(plan["table"])
-    # the default model's LTVs at several layers are chapter 05's (Antonym)
-    assert plan["sweep"] == plan["linearity"] == ["antonym"]
+    assert plan["sweep"] == ["antonym"]
     assert "unscaled" not in plan  # one recipe for every model: no second, unscaled LTV
     paper = plan_tasks(get_profile("paper"))
     assert all(paper[part] == list(PAPER_TASKS) for part in paper)

@@ -35,8 +35,9 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -47,9 +48,9 @@ from ..forward import PromptRunner
 from ..inject import VectorEdit
 from ..ltv import LearnedTaskVector, train_ltv
 from ..prompts import answer_ids, encode_prompts, sample_demos
-from ..tasks import Example, TaskSplits, get_task, load_splits
+from ..tasks import Example, TaskSplits, data_root, get_task
 from .generalization import initial_vectors
-from .ltvs import RunSizes, task_splits
+from .ltvs import RunSizes
 from .sizes import CompositionSizes
 
 if TYPE_CHECKING:
@@ -63,6 +64,10 @@ RANDOM_SEED_BASE = 7919
 #: The four forms of a pair, in the order that breaks ties between identical strings (*fiancée* is both the
 #: English and the French feminine: choosing it counts as the French feminine).
 FORMS: tuple[str, ...] = ("french_fem", "french_masc", "english_fem", "english_masc")
+#: The pair file's field of each form.
+FORM_OF: dict[str, str] = {"french_fem": "french_fem", "french_masc": "french_masc", "english_fem": "english_fem",
+                           "english_masc": "english_masc"}
+FORMS_FIELDS: tuple[str, ...] = tuple(FORM_OF)
 
 class LeakError(AssertionError):
     """A test word occurs in a vector's training or validation data (or in an ICL demonstration pool)."""
@@ -111,44 +116,91 @@ class CompositionData:
         return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-def _pair_forms() -> dict[str, dict[str, tuple[str, ...]]]:
-    """English masculine noun -> {form: spellings} for every pair (all splits)."""
-    en_fr = load_splits(EN_FR, seed=0, n_train=10**6, n_val=10**6)
-    mf = load_splits(MASC_FEM, seed=0, n_train=10**6, n_val=10**6)
-    french = {e.input: (e.output, *e.alternatives) for s in (en_fr.train, en_fr.validation, en_fr.test) for e in s}
-    out = {}
-    for e in (*mf.train, *mf.validation, *mf.test):
-        out[e.input] = {
-            "english_masc": (e.input,), "english_fem": (e.output,),
-            "french_masc": french[e.input], "french_fem": french[e.output],
-        }
-    return out
+#: The pair files, in order: the original hand-made list and the pairs written to give the composed task a test
+#: set of 100 pairs (``data/gender/SOURCE.md``).
+PAIR_FILES: tuple[str, ...] = ("gender/pairs.jsonl", "gender/pairs_more.jsonl")
+#: Composed test pairs, validation pairs (the rest train), and the split's seed.
+TEST_PAIRS, VAL_PAIRS, SPLIT_SEED = 100, 20, 0
 
 
-def composition_data(run_sizes: RunSizes) -> CompositionData:
-    """The three tasks' splits at ``run_sizes`` (split seed 0), cleaned of test words (see module doc).
+def gender_pairs(data_dir: str | Path | None = None) -> list[dict[str, Any]]:
+    """Every gendered noun pair of :data:`PAIR_FILES`, in file order (one dict per pair: ``english_masc``,
+    ``english_fem``, ``french_masc``, ``french_fem``, ``category`` and optional ``*_alternatives``).
+
+    Raises:
+        ValueError: an English masculine noun occurs twice (the queries would not be distinct).
+    """
+    root = data_root(data_dir)
+    pairs = [json.loads(line) for f in PAIR_FILES for line in (root / f).read_text(encoding="utf-8").splitlines()
+             if line.strip()]
+    seen = [p["english_masc"] for p in pairs]
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"repeated English masculine nouns: {sorted({w for w in seen if seen.count(w) > 1})}")
+    return pairs
+
+
+def _spellings(pair: Mapping[str, Any], form: str) -> tuple[str, ...]:
+    return (str(pair[form]), *(str(a) for a in pair.get(f"{form}_alternatives", [])))
+
+
+def pair_examples(task: str, pair: Mapping[str, Any]) -> list[Example]:
+    """The examples of ``task`` one pair gives: ``gender_en_fr`` two (masculine and feminine), the others one."""
+    def ex(query: str, form: str) -> Example:
+        first, *alts = _spellings(pair, form)
+        return Example(str(pair[query]), first, tuple(alts))
+
+    if task == EN_FR:
+        return [ex("english_masc", "french_masc"), ex("english_fem", "french_fem")]
+    if task == MASC_FEM:
+        return [ex("english_masc", "english_fem")]
+    if task == COMPOSED:
+        return [ex("english_masc", "french_fem")]
+    raise ValueError(f"unknown composition task {task!r}; allowed: {', '.join(TASKS)}")
+
+
+def split_pairs(pairs: Sequence[Mapping[str, Any]], test_pairs: int = TEST_PAIRS, val_pairs: int = VAL_PAIRS,
+                seed: int = SPLIT_SEED) -> tuple[list[Any], list[Any], list[Any]]:
+    """The pairs shuffled (``random.Random(f"composition-split-{seed}")``) and cut into test, validation and
+    training pairs, in that order: every task's splits come from the same cut, so a test pair is a test pair of
+    all three tasks.
+
+    Raises:
+        ValueError: fewer than ``test_pairs + val_pairs + 1`` pairs (no training pair would be left).
+    """
+    if test_pairs < 1 or val_pairs < 1 or len(pairs) <= test_pairs + val_pairs:
+        raise ValueError(f"{len(pairs)} pairs cannot give {test_pairs} test and {val_pairs} validation pairs and "
+                         "leave training pairs")
+    order = list(pairs)
+    random.Random(f"composition-split-{seed}").shuffle(order)
+    return order[test_pairs + val_pairs:], order[test_pairs:test_pairs + val_pairs], order[:test_pairs]
+
+
+def composition_data(run_sizes: RunSizes, *, test_pairs: int = TEST_PAIRS, val_pairs: int = VAL_PAIRS,
+                     data_dir: str | Path | None = None) -> CompositionData:
+    """The three tasks' splits (:func:`split_pairs` of :func:`gender_pairs`), cleaned of test words (see module
+    doc). Training and validation are capped at ``run_sizes.n_train`` / ``n_val`` examples after cleaning; the
+    composed test set has one query per test pair.
 
     Raises:
         LeakError: a test word is left in some training or validation split (never expected: this is the
             assertion that the filtering worked).
     """
-    full = {t: load_splits(t, seed=0, n_train=run_sizes.n_train, n_val=run_sizes.n_val) for t in TASKS}
+    train_p, val_p, test_p = split_pairs(gender_pairs(data_dir), test_pairs, val_pairs)
     banned: set[str] = set()
-    for s in full.values():  # the whole test splits, not only the first n_test queries
-        for e in s.test:
-            banned |= example_words(e)
+    for p in test_p:
+        for form in FORMS_FIELDS:
+            for spelling in _spellings(p, form):
+                banned |= words(spelling)
     splits, dropped = {}, {}
-    for t, s in full.items():
-        keep_train = tuple(e for e in s.train if not example_words(e) & banned)
-        keep_val = tuple(e for e in s.validation if not example_words(e) & banned)
-        dropped[t] = tuple(e for e in (*s.train, *s.validation) if example_words(e) & banned)
-        test = task_splits(t, run_sizes).test if t == COMPOSED else s.test
-        splits[t] = TaskSplits(s.task, keep_train, keep_val, test, s.seed)
-    pairs = _pair_forms()
-    forms = tuple(pairs[e.input] for e in splits[COMPOSED].test)
-    for e, f in zip(splits[COMPOSED].test, forms):
-        if e.output not in f["french_fem"]:
-            raise ValueError(f"composed answer {e.output!r} of {e.input!r} is not the pair's French feminine {f}")
+    for t in TASKS:
+        train = [e for p in train_p for e in pair_examples(t, p)]
+        val = [e for p in val_p for e in pair_examples(t, p)]
+        test = tuple(e for p in test_p for e in pair_examples(t, p))
+        dropped[t] = tuple(e for e in (*train, *val) if example_words(e) & banned)
+        keep_train = tuple(e for e in train if not example_words(e) & banned)[: run_sizes.n_train]
+        keep_val = tuple(e for e in val if not example_words(e) & banned)[: run_sizes.n_val]
+        splits[t] = TaskSplits(get_task(t), keep_train, keep_val, test, SPLIT_SEED)
+    forms = tuple({FORM_OF[f]: _spellings(p, f) for f in FORMS_FIELDS} for p in test_p)
     data = CompositionData(splits, frozenset(banned), dropped, forms)
     check_no_leak(data)
     return data
@@ -191,6 +243,20 @@ def composition_ltv(
     check_no_leak(data)
     return train_ltv(lm, task, layers=[lm.middle_layer], recipe=run_sizes.recipe, seed=seed,
                      splits=data.splits[task], cache=True, progress=progress)
+
+
+def composition_ltvs(
+    lm: LoadedModel, run_sizes: RunSizes, data: CompositionData, seeds: Sequence[int], *, progress: bool = False
+) -> dict[tuple[str, int], LearnedTaskVector]:
+    """Every task's LTV for every seed, keyed ``(task, seed)``: the seeds of one task train together, as rows of
+    one batch (``train_ltv(seeds=...)``), into the same cache entries :func:`composition_ltv` reads."""
+    check_no_leak(data)
+    out = {}
+    for task in TASKS:
+        vs = train_ltv(lm, task, layers=[lm.middle_layer], recipe=run_sizes.recipe, seeds=list(seeds),
+                       splits=data.splits[task], cache=True, progress=progress)
+        out.update({(task, s): v for s, v in zip(seeds, vs, strict=True)})
+    return out
 
 
 def combine(ltvs: Sequence[LearnedTaskVector], scales: Sequence[float]) -> list[VectorEdit]:
@@ -336,12 +402,14 @@ def composition_result(
         "seed"}``. The three LTVs of one seed start from the same random vector (the seed fixes it), so
         ``"vector minus start"`` compares what training added.
     """
-    data = composition_data(run_sizes)
+    data = composition_data(run_sizes, test_pairs=sizes.test_pairs)
     key = {"what": "composition", "model": lm.name, "seed": seed, "sizes": asdict(sizes),
            "recipe": asdict(run_sizes.recipe), "data": {t: data.fingerprint(t) for t in TASKS},
            "layer": lm.middle_layer, "source": dependency_hash(__name__)}
 
     def compute() -> dict[str, Any]:
+        # every seed's vectors train together (one batch per step), then each seed's are read back from the cache
+        composition_ltvs(lm, run_sizes, data, sizes.seeds if seed in sizes.seeds else (seed,), progress=progress)
         ltvs = {t: composition_ltv(lm, t, run_sizes, data, seed=seed, progress=progress) for t in TASKS}
         zs = FormScorer(lm, data)
         methods: dict[str, Any] = {"zero-shot": zs.score()}

@@ -8,7 +8,7 @@ give each method's per-seed correctness, intervals, the table and the figures. T
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -21,6 +21,11 @@ from .composition import COMPONENTS, COMPOSED, FORMS, TASKS
 
 SCORES: tuple[str, ...] = ("correct", "french_fem")
 """The per-query scores: first-token accuracy and 'the French feminine is the most probable form'."""
+
+DECIDING: str = "french_fem"
+"""The score the composition claim is decided on: of the pair's four forms (French feminine, French masculine,
+English feminine, the English masculine query), the whole French feminine answer is the most probable. The first
+token alone cannot tell *fils* from *fille*."""
 
 GRID_PANELS: tuple[tuple[str, str], ...] = (("accuracy", "first-token accuracy (%)"),
                                              ("fem", "French feminine chosen (%)"))
@@ -36,17 +41,6 @@ def data_table(data: Any) -> pd.DataFrame:
         "task": t, "train": len(data.splits[t].train), "validation": len(data.splits[t].validation),
         "dropped (test words)": len(data.dropped[t]), "test": len(data.splits[t].test),
     } for t in TASKS]).set_index("task")
-
-
-def data_summary(data: Any, clashes: Sequence[Mapping[str, str]]) -> str:
-    """The test pairs, the banned words and the first-token clashes (Markdown)."""
-    masc_clash = {c["query"] for c in clashes if c["form"] == "french_masc"}
-    return (
-        f"**{len(data.test)} test pairs**; {len(data.banned)} test words are banned from training. Test queries: "
-        + ", ".join(e.input for e in data.test) + f". For {len({c['query'] for c in clashes})} of them the gold "
-        f"French feminine starts with the same token as another form of its pair ({len(masc_clash)} as the French "
-        "masculine), so the first-token metric counts that form as correct too."
-    )
 
 
 def rows_of(name: str) -> str:

@@ -325,15 +325,14 @@ def generalization_sizes(profile: Profile) -> GeneralizationSizes:
 
 
 COMPOSITION_SIZES: dict[str, CompositionSizes] = {
-    "smoke": CompositionSizes(seeds=(0, 1), scales=(0.5, 1.0, 2.0), icl_shots=(2,)),
-    "cpu": CompositionSizes(seeds=(0, 1, 2), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
-    "paper": CompositionSizes(seeds=(0, 1, 2, 3, 4), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10)),
+    "smoke": CompositionSizes(seeds=(0, 1), scales=(0.5, 1.0, 2.0), icl_shots=(2,), test_pairs=16),
+    "cpu": CompositionSizes(seeds=(0, 1, 2), scales=(0.5, 1.0, 2.0), icl_shots=(5, 10), test_pairs=100),
+    "paper": CompositionSizes(seeds=(0, 1, 2, 3, 4), scales=(0.5, 1.0, 1.5, 2.0), icl_shots=(5, 10), test_pairs=100),
 }
-"""Per profile. The three tasks have 40-80 training queries of 5-10 tokens; one seed (three vectors, 32-40 steps
-each, then every method and the 4 x 4 grid of scales scored) took 124 single-threaded CPU seconds on the book's
-2-core machine, so ``cpu`` trains three seeds (about 6 CPU minutes; the intervals of the composition claim are
-over seeds and test pairs) beside the extra seeds and the transfer matrix of :mod:`ltvlib.study.generalization`;
-``paper`` five."""
+"""Per profile. 167 pairs: 100 composed test pairs, 20 validation pairs, the rest (fewer after removing every
+example that shares a word with a test pair) train. The three tasks' training queries are 5-10 tokens long and the
+seeds of one task train together (one batch per step), so ``cpu`` affords three seeds and a 3 x 3 grid of scales;
+``paper`` five seeds and 4 x 4."""
 
 
 def composition_sizes(profile: Profile) -> CompositionSizes:
@@ -410,17 +409,16 @@ def compare_sizes(profile: Profile) -> CompareSizes:
 
 
 ACROSS_MODELS_SIZES: dict[str, AcrossModelsSizes] = {
-    # does every cell run, on every model? one task; the linear fit at the middle and last layers (chapter 05's
-    # smoke layers, cheap: the last layer's LTV and fit run one block)
-    "smoke": AcrossModelsSizes(tasks=("antonym",), sweep_tasks=("antonym",),
-                               key_head_tasks=("antonym",),
-                               n_key_queries=8, n_random=2, linearity_tasks=("antonym",),
+    # does every cell run, on every model? Antonym in the sweep, SST-2 (a label-space task) for the key heads and
+    # the linear fit at the middle and last layers (the last layer's LTV and fit run one block)
+    "smoke": AcrossModelsSizes(tasks=("antonym", "sst2"), sweep_tasks=("antonym",), key_head_tasks=("sst2",),
+                               n_key_queries=8, n_random=2, linearity_tasks=("sst2",),
                                linearity_fractions=(0.5, 1.0), n_check=3),
-    # two short-prompt tasks in the table (TREC is the classification task); everything else on Antonym, chapter
-    # 05's sweep task and one of chapter 04's, so that on the default model the LTVs, key heads and fits are
-    # cache hits. Gemma-3-270M's part costs about 20 minutes of one CPU thread (chapter 08 gives the breakdown).
-    "cpu": AcrossModelsSizes(tasks=("antonym", "trec"), sweep_tasks=("antonym",),
-                             key_head_tasks=("antonym",), n_key_queries=64, n_random=5, linearity_tasks=("antonym",)),
+    # the mechanism claims are decided on label-space tasks, as chapters 04 and 05 decide them: key heads on SST-2
+    # and TREC, the linear reconstruction on TREC (chapter 05's sweep task, whose SmolLM2 LTVs and fits are cache
+    # hits); the layer sweep stays on Antonym (chapter 01's claim, not a mechanism)
+    "cpu": AcrossModelsSizes(tasks=("antonym", "sst2", "trec"), sweep_tasks=("antonym",),
+                             key_head_tasks=("sst2", "trec"), n_key_queries=64, n_random=5, linearity_tasks=("trec",)),
     "paper": AcrossModelsSizes(tasks=None, sweep_tasks=None, key_head_tasks=None,
                                n_key_queries=100, n_random=5, linearity_tasks=None),
 }

@@ -119,11 +119,13 @@ class CompositionSizes:
         seeds: seeds of the three LTVs (vectors of one seed are combined; ICL draws its demonstrations with it).
         scales: the grid of ``a`` (English->French) and ``b`` (masculine->feminine) in ``a * v1 + b * v2``.
         icl_shots: demonstration counts of the ICL references (composed demonstrations).
+        test_pairs: composed test pairs (one query each); the other pairs give validation (20) and training.
     """
 
     seeds: tuple[int, ...]
     scales: tuple[float, ...]
     icl_shots: tuple[int, ...]
+    test_pairs: int = 100
 
 
 @dataclass(frozen=True)
