@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -32,29 +32,10 @@ from .generalization import (
 )
 from .ltv_report import DID_NOT_TRAIN
 
-if TYPE_CHECKING:
-    from ..models import LoadedModel
-
 Key = tuple[str, int]
 
 TRANSFER_PANELS: tuple[str, ...] = ("first-token accuracy (whole vocabulary)", "label-restricted accuracy")
 """The transfer figure's panels, top to bottom (the second only with classification targets)."""
-
-
-def describe_setup(lm: LoadedModel, run_label: str, run: Any, sizes: Any, csizes: Any) -> str:
-    """The set-up paragraph (Markdown): model, site, run label, sizes, seeds per task, transfer and composition."""
-    seed_plan: dict[tuple[int, ...], list[str]] = {}
-    for t in sizes.tasks:
-        seed_plan.setdefault(sizes.seeds_of(t), []).append(t)
-    return (
-        f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}); vectors at the input of block "
-        f"{lm.middle_layer}, last position. **Profile** `{run_label}`: {run.n_train}/{run.n_val} train/validation "
-        f"queries, {run.n_test or 'all'} test queries per task, recipe `{run.recipe.recipe}`; "
-        + "; ".join(f"seeds {list(ss)} for {', '.join(ts)}" for ss, ts in seed_plan.items())
-        + f". Transfer matrix from the seed-{list(sizes.transfer_seeds)} vectors. Composition: seeds "
-        f"{list(csizes.seeds)}, scales {list(csizes.scales)}, ICL with {list(csizes.icl_shots)} composed "
-        "demonstrations."
-    )
 
 
 def vectors_table(all_ltvs: Mapping[Key, Any], ledger: Any) -> pd.DataFrame:
