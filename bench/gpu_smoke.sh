@@ -4,7 +4,7 @@
 # (`python -m ltvlib.book build --no-html`, papermill underneath), with each chapter's wall time, exit status, peak
 # GPU memory in use (nvidia-smi, sampled every 0.5 s: the whole card, CUDA context included) and its kernel's peak
 # resident memory (the runner's own record). Numbers on random weights are not results: the point is that the GPU
-# path runs and what it costs.
+# path runs and what it costs. With two GPUs it also spreads a 70B-shaped random model over both (device_map).
 #
 # On the device machine (no registry there: prepare here first with `.venv/bin/python bench/gpu_wheels.py`, which
 # fills .whl/ and .gpu-cache/, then carry both):
@@ -17,7 +17,7 @@
 # after it; the report is rewritten after every chapter, so a run cut short still returns what finished),
 # OUT (where the report and logs go; the device tool sets it).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 PYTHON="${PYTHON:-python3}"
 MODEL="${MODEL:-random:llama-3.1-8b}"
 DEVICE="${DEVICE:-cuda}"
@@ -101,4 +101,57 @@ for ch in $CHAPTERS; do
     rm -f "$peak"
     (( rc == 0 )) || tail -30 "$OUT/chapter_$ch.log"
 done
+
+# Two GPUs: a 70B-shaped random model (Llama-3-70B's width, TWO_GPU_LAYERS blocks) spread over cuda:0 and cuda:1 by
+# device_map="auto" under max_memory, as a model larger than one card is: its blocks land on both devices, a vector
+# edited into a block on the second device moves the logits, and one LTV step's gradient reaches a vector placed on
+# that block's device. Skipped (one line in the report) with fewer than two CUDA devices.
+if (( $(date +%s) - start > BUDGET_S )); then
+    printf '\ntwo-device map: not started: over the %s s budget\n' "$BUDGET_S" >> "$report"
+else
+TWO_GPU_LAYERS="${TWO_GPU_LAYERS:-6}" "$PYTHON" - <<'PY' >> "$report" 2>&1
+import os
+import time
+
+import torch
+
+print()
+if torch.cuda.device_count() < 2:
+    print(f"two-device map: skipped ({torch.cuda.device_count()} CUDA device(s); it needs 2)")
+    raise SystemExit(0)
+from ltvlib.inject import VectorEdit, inject
+from ltvlib.models import dispatch, random_model
+
+n_layers = int(os.environ["TWO_GPU_LAYERS"])
+t0 = time.perf_counter()
+lm = random_model("llama-3-70b", n_layers=n_layers, dtype=torch.bfloat16, device="cpu")
+block_gib = sum(p.numel() for p in lm.model.model.layers[0].parameters()) * 2 / 2**30
+# room for about half the blocks on each card, so that the map must use both
+budget = f"{block_gib * (n_layers / 2 + 1.5):.1f}GiB"
+dispatch(lm, "auto", max_memory={0: budget, 1: budget, "cpu": "200GiB"})
+devices = [lm.layer_device(i) for i in range(n_layers)]
+assert {d.type for d in devices} == {"cuda"} and len(set(devices)) == 2, f"blocks not on both GPUs: {devices}"
+enc = lm.tokenizer(["Q: hot\nA:"], return_tensors="pt")
+ids, mask = enc.input_ids.to(lm.device), enc.attention_mask.to(lm.device)
+last = n_layers - 1
+with torch.no_grad():
+    plain = lm.model(input_ids=ids, attention_mask=mask).logits[0, -1].float()
+    vec = torch.randn(lm.d_model) * 4.0  # on the CPU in fp32: the edit moves it to the block's device and dtype
+    with inject(lm, [VectorEdit(last, -1, vec)], attention_mask=mask):
+        edited = lm.model(input_ids=ids, attention_mask=mask).logits[0, -1].float()
+assert torch.isfinite(plain).all() and not torch.allclose(plain, edited)
+theta = torch.zeros(lm.d_model, device=lm.layer_device(last), dtype=torch.float32, requires_grad=True)
+with inject(lm, [VectorEdit(last, -1, theta)], attention_mask=mask):
+    logits = lm.model(input_ids=ids, attention_mask=mask).logits[:, -1].float()
+    loss = torch.nn.functional.cross_entropy(logits, ids[:, 0])
+loss.backward()
+assert theta.grad is not None and torch.isfinite(theta.grad).all() and theta.grad.abs().sum() > 0
+peaks = [torch.cuda.max_memory_allocated(d) / 2**30 for d in (0, 1)]
+print(f"two-device map: random:llama-3-70b with {n_layers} blocks ({block_gib:.2f} GiB each in bf16), "
+      f"max_memory {budget} per GPU; blocks per device "
+      f"{ {str(d): devices.count(d) for d in sorted(set(devices), key=str)} }; edit on {devices[last]} moved the "
+      f"logits; one gradient step reached the vector; peak allocated {peaks[0]:.1f} / {peaks[1]:.1f} GiB; "
+      f"{time.perf_counter() - t0:.0f} s")
+PY
+fi
 cat "$report"

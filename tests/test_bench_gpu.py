@@ -49,3 +49,4 @@ def test_smoke_script_checks_the_environment_and_reports_a_chapter_over_budget(t
     report = (tmp_path / "out" / "gpu_smoke.md").read_text()
     assert "model random:tiny-llama, profile smoke, device cpu" in report
     assert "| 05 | not started: over the -1 s budget |" in report
+    assert "two-device map: not started: over the -1 s budget" in report
