@@ -118,7 +118,7 @@ def floor_rows(lm, task: str, *, profile: str, layer: int | None = None, rate_se
             prompt_store.STORE.clear()  # the counted run makes the same first forwards
         flops, by_op, counted = counted_flops(lambda: train(seed))
         rows.append({"run": name, "seed": seed, "wall_s": wall, "steps": ltv.training.steps,
-                     "counted_steps": counted.steps, "flops": flops, "by_op": by_op})
+                     "counted_steps": counted.training.steps, "flops": flops, "by_op": by_op})
     rates.append(gemm_rate(rate_seconds))
     rate = max(rates)
     for r in rows:
