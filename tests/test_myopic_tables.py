@@ -102,10 +102,6 @@ def test_steering_ranges_and_comparison(monkeypatch: pytest.MonkeyPatch) -> None
     assert steer.loc["Vanilla TV (replace)", "steering range, judged greedy answers"] == "not judged"
     assert steer.loc["LTV", "steering range, option text"].startswith("30.0 ± 30.0 % [0.0, 50.0]")
     assert [r.task for r in ledger.rows] == ["myopic_non_myopic", "myopic_myopic"]
-    text = mt.summary_markdown(t, methods, ranges, cmp, ledger, {"myopic": ltv("myopic"),
-                               "non_myopic": ltv("non_myopic", False)}, [("reproduced", "r1"), ("partly", "r2")])
-    assert "- **LTV**: option-text steering range did not train." in text
-    assert "**reproduced** (r1); LTV against ICL **partly** (r2)" in text
     fig, axes = mt.plot_steering(methods, ranges, False)
     heights = [p.get_height() for p in axes[0].patches]
     assert math.isnan(heights[0]) and heights[1:] == pytest.approx([10.0, 20.0])

@@ -11,29 +11,21 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ..stats import Estimate, format_estimate
-from ..tasks import get_task, load_splits
 from .myopic import (
     DIRECTIONS,
     STEERING_METRICS,
-    answer_tokens,
-    extraction_configs,
-    ltv_recipe,
-    ltv_splits,
     method_label,
     steering_difference,
     steering_range,
 )
-from .tables import direction_name, ledger_cell, percent_interval, points
-
-if TYPE_CHECKING:
-    from ..models import LoadedModel
+from .tables import direction_name, ledger_cell, percent_interval
 
 RESULT_COLUMNS: dict[str, str] = {
     "text_p_myopic": "P(myopic), option text",
@@ -59,43 +51,6 @@ GENERATION_VARIANTS = {"none": "no vector", "myopic": "LTV toward myopic", "non_
 def judged_items(sizes: Any, test: Sequence[Any]) -> int:
     """How many held-out questions get judged greedy answers (``sizes.judge_items``, or all of ``test``)."""
     return sizes.judge_items or len(test)
-
-
-def describe_setup(lm: LoadedModel, run_label: str, run: Any, sizes: Any, test: Sequence[Any], seed: int) -> str:
-    """The chapter's set-up paragraph (Markdown): model, run label, task and split sizes, the held-out set's
-    letters, each method's sizes, and the letter tokens."""
-    mid = lm.middle_layer
-    letters = answer_tokens(lm, sizes.task)
-    full = load_splits(sizes.task)
-    ltv_split = ltv_splits("myopic", run, sizes)
-    rcp = ltv_recipe(run, sizes)
-    n_stop = min(len(ltv_split.validation), rcp.val_queries or len(ltv_split.validation))
-    vtv_cfg, fv_cfg = extraction_configs(run, sizes)
-    judged = "every method" if sizes.judge_methods is None else ", ".join(
-        method_label(m) for m in sizes.judge_methods)
-    return (
-        f"**Model** `{lm.name}` ({lm.n_layers} layers, middle layer {mid}). **Profile** `{run_label}`. **Task** "
-        f"`{sizes.task}` ({get_task(sizes.task).description}): {len(full.train)} / {len(full.validation)} / "
-        f"{len(full.test)} questions in the seeded (seed 0) train / validation / test split. The held-out set is "
-        f"**{len(test)} test questions, {sum(e.output == 'A' for e in test)} with the myopic answer A and "
-        f"{sum(e.output == 'B' for e in test)} with B**, none of them in the training or validation split of "
-        f"either direction (checked). LTVs: {len(ltv_split.train)} training questions, validated on {n_stop} "
-        f"letter-balanced validation questions after each of at most {rcp.epochs} epochs, patience "
-        f"{rcp.patience}, recipe `{rcp.recipe}`, seed {seed}. Vanilla TV: {vtv_cfg.shots}-shot prompts, "
-        f"{vtv_cfg.n_contexts} demonstration sets x {vtv_cfg.n_dummy} dummy queries, layer chosen on "
-        f"{vtv_cfg.n_dev} validation questions. FV: {fv_cfg.shots}-shot prompts, {fv_cfg.n_mean} for the mean "
-        f"head outputs, {fv_cfg.n_ie} for the indirect effect, top {fv_cfg.k} heads. ICL: "
-        f"{', '.join(map(str, sizes.icl_shots))} shots. Random control: {sizes.random_draws} vectors of the "
-        f"LTV's norm per direction. Greedy answers ({sizes.judge_new_tokens} tokens) judged on the first "
-        f"{judged_items(sizes, test)} held-out questions for {judged}. Letter tokens: A = {letters['A']}, B = "
-        f"{letters['B']}."
-    )
-
-
-def results_caption(table: Mapping[str, Any], n_judged: int, random_draws: int) -> str:
-    """The caption (Markdown) of :func:`results_table`."""
-    return (f"**Held-out results** (%, 95 % interval; {table['n_test']} letter-balanced questions, greedy answers "
-            f"on {n_judged}; random control: {random_draws} draws per direction). Zero-shot has no direction.")
 
 
 def results_table(table: Mapping[str, Any], ledger: Any, ltvs: Mapping[str, Any]) -> pd.DataFrame:
@@ -304,30 +259,6 @@ def compare_steering(table: Mapping[str, Any], methods: Sequence[str],
         "icl_text": steering_difference(ltv, method_pair(records, best_icl), TEXT_METRIC),
     }
     return SteeringComparison(best_ex, best_icl, ranges[("ltv", TEXT_METRIC)], diff)
-
-
-def summary_markdown(table: Mapping[str, Any], methods: Sequence[str], ranges: Mapping[tuple[str, str], Estimate],
-                     cmp: SteeringComparison, ledger: Any, ltvs: Mapping[str, Any], verdicts: Sequence[tuple]) -> str:
-    """The results in a few bullets (Markdown): zero-shot's scores, each method's steering ranges, the LTV's (gated,
-    where ``summary``), the best extracted vector and ICL, and ``verdicts``: ``(verdict_ex, reason_ex),
-    (verdict_icl, reason_icl)``."""
-    zero = table["records"][("zero_shot", None)][0]["summary"]
-    (v_ex, r_ex), (v_icl, r_icl) = verdicts
-    return "\n".join([
-        (f"- **Zero-shot** the model gives the myopic option P = {percent_interval(zero['text_p_myopic'])} % from "
-         f"its text, says A on {percent_interval(zero['letter_says_a'])} % of the letter-balanced questions, and its "
-         f"greedy answer states the myopic option on {percent_interval(zero['generation_myopic'])} %, the other on "
-         f"{percent_interval(zero['generation_non_myopic'])} %, neither on "
-         f"{percent_interval(zero['generation_neither'])} %."),
-        *[(f"- **{method_label(m)}**: option-text steering range {points(ranges[(m, TEXT_METRIC)])}; debiased "
-           f"letters {points(ranges[(m, LETTER_METRIC)])}.") for m in methods if m != "ltv"],
-        (f"- **LTV**: option-text steering range "
-         f"{ledger_cell(ledger, (ltvs['non_myopic'], ltvs['myopic']), points(cmp.ltv_range), where='summary')}."),
-        (f"- Best extracted vector (by option-text range): {method_label(cmp.best_ex)}; best ICL: "
-         f"{method_label(cmp.best_icl)}."),
-        (f"- Verdicts by the rules: LTV against extracted vectors **{v_ex}** ({r_ex}); LTV against ICL **{v_icl}** "
-         f"({r_icl})."),
-    ])
 
 
 def cost_table(records: Mapping[tuple, Sequence[Mapping[str, Any]]]) -> pd.DataFrame:
