@@ -99,6 +99,13 @@ comp_ltvs = comp.composition_ltvs(lm, run, data, csizes.seeds)
 results = [comp.composition_result(lm, run, csizes, seed=s) for s in csizes.seeds]
 composition = CompositionView.from_ledger(results, comp_ltvs, ledger)
 
+# %% [markdown]
+# (ch06-what-we-measured)=
+# ## What we measured
+#
+# The paper's number beside ours, each with its 95 % interval and number of test queries (or tasks); the verdicts
+# follow from the rules below the figures.
+
 # %% tags=["hide-input"]
 # The rules, applied to the measurements above.
 if sim is not None and sim.cluster_stats:

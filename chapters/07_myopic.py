@@ -18,7 +18,7 @@
 # %% [markdown]
 # # A behaviour: steering the myopic choice
 #
-# **The claim.** Besides word and classification tasks, the paper trains LTVs for one *behaviour*: the
+# **The claim** (the paper's behaviour task). Besides word and classification tasks, the paper trains LTVs for one *behaviour*: the
 # myopic-reward questions of Anthropic's model-written evaluations {cite:p}`perez2023modelwritten`, which offer a
 # small reward now against a larger one later. It reports that the LTV steers this behaviour better than both
 # extracted task vectors (Vanilla TV, Function Vectors), and its first claim says that LTVs match or beat ICL.
@@ -78,6 +78,10 @@ ltv_ok = all(ledger.keep([ltvs[d]], where="ch07-fig-steering") for d in DIRECTIO
 methods, ranges = steering_ranges(table)
 cmp = compare_steering(table, methods, ranges)
 best_ex, best_icl, ltv_range, diff = cmp.best_ex, cmp.best_icl, cmp.ltv_range, cmp.diff
+
+# %% [markdown]
+# (ch07-what-we-measured)=
+# ## What we measured
 
 # %% tags=["hide-input"]
 ICL_MARGIN = -0.05  # "matches ICL": the LTV's range at most 5 points below the best ICL's
@@ -147,7 +151,7 @@ glue("ch07-best-icl", method_label(best_icl), display=False)
 glue("ch07-not-learned", "; ".join(f"{r.task} (seed {r.seed})" for r in ledger.untrained()) or "none", display=False)
 
 # %% [markdown]
-# The steering range is the option-text P(myopic) with a method's vector (or demonstrations) toward the myopic
+# The steering range (the table's numbers) is the option-text P(myopic) with a method's vector (or demonstrations) toward the myopic
 # answer minus P(myopic) toward the other answer, per held-out question, averaged (0: no steering), on
 # {glue:text}`ch07-n-test` letter-balanced questions. LTVs that did not learn: {glue:text}`ch07-not-learned`.
 
