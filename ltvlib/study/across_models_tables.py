@@ -18,8 +18,10 @@ import numpy as np
 import pandas as pd
 
 from ..stats import Estimate, paired_bootstrap_difference, proportion_estimate
+from ..tasks import get_task
 from .across_models import EXTRACTED
 from .extracted_tables import STYLE  # each method drawn as chapter 01 draws it
+from .linearity_tables import reconstruction_gap, reconstruction_points
 
 METHODS: dict[str, str] = {"ltv": "LTV", "vanilla_tv": "Vanilla TV", "vanilla_tv_difference": "Vanilla TV diff.",
                            "function_vector": "FV"}
@@ -35,54 +37,6 @@ MIDDLE_BARS: dict[str, str] = {"zero-shot": "zero-shot", "LTV": "ltv", "Vanilla 
 KEY_HEAD_GROUPS: list[tuple[str, str, float]] = [("LTV θ", "ltv", 83.0), ("key heads zeroed", "key_zero", 51.0),
                                                  ("random heads zeroed", "random_zero", 78.0)]
 """The key-head figure's groups: name, key of ``key_correct``, the paper's number (%)."""
-
-
-def describe_setup(run_label: str, model_list: Sequence[str], plan: Mapping[str, Sequence[str]], sizes: Any,
-                   run: Any, seed: int) -> str:
-    """The set-up paragraph (Markdown): the models, run label, each part's tasks and sizes, and the LTV recipe."""
-    return (
-        f"**Models** {', '.join(f'`{m}`' for m in model_list)}. **Profile** `{run_label}`: middle-layer table on "
-        f"{', '.join(plan['table'])}; layer sweep on {', '.join(plan['sweep'])}; key heads on "
-        f"{', '.join(plan['key_heads'])} ({sizes.n_key_queries} analysis queries, {sizes.n_random} random head "
-        f"sets); linear reconstruction on {', '.join(plan['linearity'])} at the layers nearest "
-        f"{', '.join(f'{f:g}L' for f in sizes.linearity_fractions)}. "
-        f"Test queries per task: up to {run.n_test or 'all'}; one LTV training seed ({seed}); LTV recipe "
-        f"`{run.recipe.recipe}` (learning rate {run.recipe.lr:.3g} and initial range {run.recipe.init_range:.3g}"
-        + (" times the residual stream's RMS at each vector's site" if run.recipe.relative_to_stream else
-           ", absolute") + f") with {run.n_train}/{run.n_val} train/validation queries."
-    )
-
-
-def checks_caption(checks: Mapping[str, Mapping[str, Any]]) -> str:
-    """Table 8.2's caption (Markdown): what the numbers are, argmax agreement and prompt lengths per model."""
-    return (
-        "**Table 8.2.** Largest difference between each fast path and the model's own forward pass, relative to "
-        "the largest value of the reference ($\\max|a-b| / \\max|b|$; float32 rounding is about $10^{-6}$). "
-        "Argmax agreement of the logits: " + "; ".join(
-            f"{m}: {'all equal' if all(c['argmax_equal'].values()) else 'DIFFERENT'}" for m, c in checks.items())
-        + ". Prompt lengths " + ", ".join(f"{m} {c['prompt_tokens'][0]}-{c['prompt_tokens'][1]} tokens"
-                                            for m, c in checks.items()) + "."
-    )
-
-
-def checks_summary(check_table: pd.DataFrame, arch: Mapping[str, Mapping[str, Any]],
-                   checks: Mapping[str, Mapping[str, Any]]) -> str:
-    """The verdict on the code-path checks (Markdown): the largest difference, the paths above their tolerance (1e-3
-    in float32, 5e-2 in lower precision) and the sliding windows' prompt limits."""
-    # float32 agrees to about 1e-6; bfloat16 (the default on a GPU) rounds to about 1e-2
-    tolerance = {m: 1e-3 if arch[m]["dtype"] == "float32" else 5e-2 for m in arch}
-    worst = float(check_table.max().max())
-    bad_paths = [(m, k) for m in check_table for k, v in check_table[m].items() if v > tolerance[m]]
-    return (
-        f"Largest relative difference over all checks and models: **{worst:.1e}**. "
-        + ("Every fast path agrees with the full forward pass on every model (within 1e-3 in float32, 5e-2 in lower "
-           "precision)." if not bad_paths else
-           "**Paths that disagree (above 1e-3 in float32, 5e-2 in lower precision):** "
-           + ", ".join(f"{k} on {m}" for m, k in bad_paths) + ".")
-        + "".join(f" `{m}` uses a sliding attention window of {c['sliding_window']} tokens: the cached-prefix paths "
-                  f"accept prompts of up to {c['sliding_window'] - 1} tokens and refuse longer ones." for m, c in
-                  checks.items() if c["sliding_window"])
-    )
 
 
 def ltv_table(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -235,12 +189,6 @@ def middle_gaps(results: Mapping[str, Mapping[str, Any]], tasks: Sequence[str], 
         b = np.concatenate([best_extracted(r, t, r["mid"], fv_ok[m])[0] for t in trained])
         out[m] = paired_bootstrap_difference(a, b, seed=seed)
     return out
-
-
-def untestable_note(parts: Mapping[str, Any]) -> str:
-    """A sentence naming the models a per-model rule found not testable, and why (empty when none)."""
-    out = [f"`{m}` ({p.reason})" for m, p in parts.items() if p.verdict.value == "not testable at this scale"]
-    return (" Not testable on " + "; ".join(out) + ", which this verdict leaves aside.") if out else ""
 
 
 def sweep_panels(model_list: Sequence[str], tasks: Sequence[str]) -> list[tuple[str, str]]:
@@ -424,16 +372,19 @@ def plot_linearity(results: Mapping[str, Mapping[str, Any]], model_list: Sequenc
     return fig, axes[:, 0]
 
 
-def linearity_points(results: Mapping[str, Mapping[str, Any]], tasks: Sequence[str],
-                     n_test: Mapping[str, int]) -> dict[str, list[tuple[str, Estimate, float]]]:
-    """Per model, the reconstructed points where a trained LTV beats zero-shot by more than 10 points:
-    ``("<model>, <task>, layer <l>", Wθ's accuracy (Wilson), the LTV's accuracy (%))``."""
-    out: dict[str, list[tuple[str, Estimate, float]]] = {}
+def reconstruction_gaps(results: Mapping[str, Mapping[str, Any]], tasks: Sequence[str],
+                        margin: float = 0.10) -> dict[str, tuple[list[tuple[str, int]], dict[str, Estimate]]]:
+    """Chapter 05's reconstruction test per model: the label-space (task, layer) points of ``results[m]["linear_ctl"]``
+    whose LTV learned and whose own shift beats zero-shot by at least ``margin``
+    (:func:`ltvlib.study.linearity_tables.reconstruction_points`), and over their test queries pooled
+    ``"LTV (own shift) − Wθ"`` (paired bootstrap) with both accuracies
+    (:func:`ltvlib.study.linearity_tables.reconstruction_gap`); an empty dict where no point qualifies."""
+    labelled = [t for t in tasks if get_task(t).labels]
+    out: dict[str, tuple[list[tuple[str, int]], dict[str, Estimate]]] = {}
     for m, r in results.items():
-        out[m] = []
-        for t in tasks:
-            for l, v in sorted(r["linearity"][t].items()):
-                if not ltv_trained(r, t, l) or not v["ltv"] > v["zero_shot"] + 10:
-                    continue
-                out[m].append((f"{m}, {t}, layer {l}", est_of(v["w_theta"], n_test[t]), v["ltv"]))
+        ctl = r["linear_ctl"]
+        points = sorted(ctl)
+        trained = {p: ltv_trained(r, p[0], p[1]) for p in points}
+        chosen = reconstruction_points(points, ctl, trained, labelled, margin)
+        out[m] = (chosen, reconstruction_gap(ctl, chosen) if chosen else {})
     return out
