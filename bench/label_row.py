@@ -32,11 +32,11 @@ def majority_share(outputs: list[str]) -> float:
 
 
 def learned(val_correct: int, n_val: int, zero_shot: float, majority: float) -> tuple[bool, float]:
-    """(whether the lower 95 % Wilson bound of ``val_correct / n_val`` is above both baselines, that bound)."""
-    from ltvlib.stats import wilson_interval
+    """(whether the lower 95 % Wilson bound of ``val_correct / n_val`` is above both baselines, that bound): the
+    trainer's own rule, :func:`ltvlib.ltv.learned_rule`, on the whole validation split."""
+    from ltvlib.ltv import learned_rule
 
-    low, _ = wilson_interval(val_correct, n_val)
-    return low > max(zero_shot, majority), low
+    return learned_rule(val_correct / n_val, n_val, zero_shot, majority)
 
 
 def measure(lm, task_name: str, *, profile: str = "cpu", layer: int | None = None, seed: int = 0,
@@ -62,7 +62,8 @@ def measure(lm, task_name: str, *, profile: str = "cpu", layer: int | None = Non
     row = {"model": lm.name, "task": task.name, "layer": layer, "n_layers": lm.n_layers, "seed": seed,
            "n_train": len(splits.train), "steps": ltv.training.steps, "seconds": seconds,
            "trained": ltv.training.trained, "val_metric": ltv.training.val_metric,
-           "best_val_score": ltv.training.best_val_score}
+           "best_val_score": ltv.training.best_val_score, "attempts": ltv.training.attempts,
+           "attempt_scores": list(ltv.training.attempt_scores), "lr": list(ltv.training.effective_lr)}
     for name, examples in (("val", list(splits.validation)), ("test", list(splits.test[:n_test]))):
         evalset = EvalSet(lm, task, examples)
         with_ltv = evaluate(evalset, ltv.edits())
@@ -75,7 +76,8 @@ def measure(lm, task_name: str, *, profile: str = "cpu", layer: int | None = Non
     return row
 
 
-HEADER = ("| model | task | layer | steps | trainer's `trained` | val acc (n) | 95 % low | val balanced | "
+HEADER = ("| model | task | layer | attempts (best val score each) | peak lr | steps | trainer's `trained` | "
+          "val acc (n) | 95 % low | val balanced | "
           "val zero-shot in labels | val majority | test acc (n) | test balanced | test zero-shot in labels | "
           "test majority | learned |")
 
@@ -86,7 +88,10 @@ def line(r: dict) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}"
 
-    return (f"| {r['model']} | {r['task']} | {r['layer']} of {r['n_layers']} | {r['steps']} | {r['trained']} | "
+    scores = ", ".join(f"{x:.3f}" for x in r["attempt_scores"])
+    lr = ", ".join(f"{x:.3g}" for x in r["lr"]) or "-"
+    return (f"| {r['model']} | {r['task']} | {r['layer']} of {r['n_layers']} | {r['attempts']} ({scores}) | {lr} | "
+            f"{r['steps']} | {r['trained']} | "
             f"{pct(v['accuracy'])} ({v['n']}) | {pct(r['val_wilson_low'])} | {pct(v['balanced'])} | "
             f"{pct(v['zero_shot_labels'])} | {pct(v['majority'])} | {pct(t['accuracy'])} ({t['n']}) | "
             f"{pct(t['balanced'])} | {pct(t['zero_shot_labels'])} | {pct(t['majority'])} | "

@@ -424,7 +424,7 @@ def _train(args: argparse.Namespace, log: Any) -> int:
                      "learned_rule": {"val_accuracy_wilson_low": t.val_accuracy_low, "val_queries": t.val_n,
                                       "no_vector_val_accuracy": t.no_vector_val_accuracy,
                                       "majority_val_rate": t.majority_val_rate}},
-        "warnings": [] if t.learned else [_not_learned(ltv)],
+        "warnings": [] if t.learned else [_not_learned(ltv, task)],
         "seconds": seconds, "vector": vector_path.name, "code_version": code_version(),
     }
     ltv.save(vector_path)
@@ -443,19 +443,21 @@ def _train(args: argparse.Namespace, log: Any) -> int:
             print("  " + scores[what].line(what))
     _print_predicted(scores["LTV"])
     if not t.learned:
-        print(f"WARNING  {_not_learned(ltv)}")
-        log(f"warning: {_not_learned(ltv)}")
+        print(f"WARNING  {_not_learned(ltv, task)}")
+        log(f"warning: {_not_learned(ltv, task)}")
     print(f"saved    {vector_path}")
     print(f"         {results_path}")
     return 0
 
 
-def _not_learned(ltv: Any) -> str:
-    """The warning for a vector that did not learn (:func:`ltvlib.ltv.learned_rule`), with the numbers it failed."""
+def _not_learned(ltv: Any, task: Any) -> str:
+    """The warning for a vector of ``task`` that did not learn (:func:`ltvlib.ltv.learned_rule`), with the numbers it
+    failed."""
     t = ltv.training
+    within = " within the labels" if task.labels else ""  # ltvlib.ltv.no_vector_accuracy
     return (f"the vector did not learn after {t.attempts} attempt(s): the lower end of its validation accuracy's "
             f"95 % interval ({t.val_accuracy_low:.3f} over {t.val_n} queries) is not above both the accuracy "
-            f"without a vector ({t.no_vector_val_accuracy:.3f}) and the majority answer's rate "
+            f"without a vector{within} ({t.no_vector_val_accuracy:.3f}) and the majority answer's rate "
             f"({t.majority_val_rate:.3f}); do not report it as a learned task vector")
 
 

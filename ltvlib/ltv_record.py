@@ -36,7 +36,8 @@ class TrainingRecord:
         learned: whether the vector learned (:func:`ltvlib.ltv.learned_rule`): its validation score rose above its
             random start's, and the lower end of the 95 % Wilson interval of its validation accuracy
             (``val_accuracy_low``, over ``val_n`` queries) lies above the better of ``no_vector_val_accuracy`` (the
-            validation prompts without a vector: zero-shot for a zero-shot LTV) and ``majority_val_rate`` (the
+            validation prompts without a vector: zero-shot for a zero-shot LTV, within the labels for a
+            classification task, :func:`ltvlib.ltv.no_vector_accuracy`) and ``majority_val_rate`` (the
             share of the validation queries whose answer is the most common one). False: it must not be reported
             as a learned vector. None: unknown (a file that predates the rule).
         trained: the same as ``learned`` for vectors trained under the rule (the name tables and ledgers read);

@@ -12,7 +12,9 @@ import torch
 from ltvlib.evaluate import EvalSet, evaluate
 from ltvlib.ltv import (
     FAST_RECIPE,
+    FAST_REFERENCE_LAST_MEDIAN,
     FAST_REFERENCE_LAST_RMS,
+    FAST_REFERENCE_MEDIAN,
     FAST_REFERENCE_RMS,
     PAPER_RECIPE,
     LearnedTaskVector,
@@ -241,16 +243,19 @@ def test_default_recipe_lowers_the_loss_at_the_first_and_the_last_layer(tiny, wh
     assert all(b <= a + 1e-4 for a, b in itertools.pairwise(losses))  # full-batch descent, nearly monotone
 
 
+@pytest.mark.parametrize("statistic", ["rms", "median"])
 @pytest.mark.parametrize("weight", [0.0, 0.5, 1.0])
-def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama, weight):
-    """The initial range follows the site's stream; the learning rate ``rms_site ** (1 - w) * rms_last ** w``,
-    ``rms_last`` the stream entering the last block at the same position (hand-computed from a recorded forward)."""
+def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama, weight, statistic):
+    """The initial range follows the site's stream RMS; the learning rate ``s_site ** (1 - w) * s_last ** w``,
+    ``s_last`` the stream entering the last block at the same position, ``s`` its RMS or its typical coordinate
+    (the median over coordinates of each one's RMS over prompts), hand-computed from a recorded forward."""
     from ltvlib.inject import record_residual
     from ltvlib.prompts import encode_prompts, pad_left
 
     splits = _splits()
     # no steps: no retries at lr / 3
-    config = with_config(FAST_RECIPE, epochs=0, retries_without_progress=0, lr_final_stream_weight=weight)
+    config = with_config(FAST_RECIPE, epochs=0, retries_without_progress=0, lr_final_stream_weight=weight,
+                         lr_stream_statistic=statistic)
     ltv = train_ltv(llama, "antonym", layers=[0, 2], positions=[-2, -1], recipe=config, splits=splits, progress=False)
     rows = encode_prompts(llama.tokenizer, splits.task, splits.train[:32]).full_rows()
     ids, mask = pad_left(rows, llama.tokenizer.pad_token_id)
@@ -262,11 +267,19 @@ def test_effective_steps_are_the_relative_ones_times_the_stream_rms(llama, weigh
     def rms(layer: int, col: int) -> float:
         return float(rec[layer][:, col].double().pow(2).mean().sqrt())
 
+    def size(layer: int, col: int) -> float:
+        if statistic == "rms":
+            return rms(layer, col)
+        return float(rec[layer][:, col].double().pow(2).mean(0).sqrt().median())
+
     expected = [rms(l, c) for l in (0, 2) for c in (last - 1, last)]
-    final = [rms(top, c) for _ in (0, 2) for c in (last - 1, last)]
-    assert final[0] != pytest.approx(expected[0], rel=0.05)  # the two streams differ, so the blend is tested
+    site = [size(l, c) for l in (0, 2) for c in (last - 1, last)]
+    final = [size(top, c) for _ in (0, 2) for c in (last - 1, last)]
+    assert final[0] != pytest.approx(site[0], rel=0.05)  # the two streams differ, so the blend is tested
+    if statistic == "median":
+        assert site[0] != pytest.approx(expected[0], rel=0.05)  # ... and so does the statistic
     assert ltv.training.stream_rms == pytest.approx(expected, rel=1e-6)
-    blend = [s ** (1 - weight) * t ** weight for s, t in zip(expected, final)]
+    blend = [s ** (1 - weight) * t ** weight for s, t in zip(site, final)]
     # four vectors share the step: each takes a quarter (lr_vector_count_exponent=1)
     assert ltv.training.effective_lr == pytest.approx([FAST_RECIPE.lr * b / 4 for b in blend], rel=1e-6)
     assert ltv.training.effective_init == pytest.approx([FAST_RECIPE.init_range * r for r in expected], rel=1e-12)
@@ -310,9 +323,13 @@ def test_vectors_trained_together_share_the_learning_rate(llama, exponent):
 def test_step_scales_takes_a_site_rms_it_is_given(llama):
     splits = _splits()
     measured = step_scales(FAST_RECIPE, llama, splits.task, splits.train, [0, 2], [-1])
-    given = step_scales(with_config(FAST_RECIPE, lr_final_stream_weight=0.0), llama, splits.task, splits.train,
-                        [0, 2], [-1], site_rms=[3.0, 5.0])
+    rms = with_config(FAST_RECIPE, lr_final_stream_weight=0.0, lr_stream_statistic="rms")
+    given = step_scales(rms, llama, splits.task, splits.train, [0, 2], [-1], site_rms=[3.0, 5.0])
     assert given == pytest.approx((1.5, 2.5), rel=1e-12)  # the given RMS, shared by two vectors
+    # a learning rate relative to the typical coordinate measures it: the RMS given is not that
+    median = with_config(rms, lr_stream_statistic="median")
+    assert step_scales(median, llama, splits.task, splits.train, [0, 2], [-1], site_rms=[3.0, 5.0]) == pytest.approx(
+        step_scales(median, llama, splits.task, splits.train, [0, 2], [-1]), rel=1e-12)
     assert measured[0] == pytest.approx(measured[1], rel=1e-12)  # w=1: the last block's stream, whatever the layer
 
 
@@ -352,21 +369,27 @@ def test_the_paper_recipe_keeps_its_absolute_numbers(llama):
 def test_the_fast_recipe_takes_its_chosen_absolute_steps_at_the_reference_stream():
     assert FAST_RECIPE.relative_to_stream and FAST_RECIPE.lr_final_stream_weight == 1.0
     assert FAST_RECIPE.lr_vector_count_exponent == 1.0 and PAPER_RECIPE.lr_vector_count_exponent == 0.0
-    # the chosen factor: 9 times the relative 0.1 / 6.15, of the last block's stream
-    assert FAST_RECIPE.lr * FAST_REFERENCE_RMS == pytest.approx(0.9, rel=1e-12)
+    # the chosen step: 9 times the relative 0.1 / 6.15 of the last block's RMS on SmolLM2-135M (4.24), now stated
+    # relative to that stream's typical coordinate, so SmolLM2 takes the same absolute step
+    assert FAST_RECIPE.lr_stream_statistic == "median"
+    assert FAST_RECIPE.lr * FAST_REFERENCE_LAST_MEDIAN == pytest.approx(0.9 / 6.15 * 29.0, rel=1e-12)
     assert FAST_RECIPE.init_range * FAST_REFERENCE_RMS == pytest.approx(0.1, rel=1e-12)
     absolute = absolute_recipe(FAST_RECIPE)
     assert absolute.lr == pytest.approx(0.9 / 6.15 * 29.0, rel=1e-12) and absolute.init_range == pytest.approx(0.1)
     assert not absolute.relative_to_stream and absolute.lr_final_stream_weight == 0.0
+    assert absolute.lr_stream_statistic == "rms"
     assert absolute_recipe(absolute) is absolute  # absolute configs pass through
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.5, 1.0])
 def test_absolute_recipe_blends_like_the_trainer(weight):
-    config = with_config(FAST_RECIPE, lr_final_stream_weight=weight)
+    config = with_config(FAST_RECIPE, lr_final_stream_weight=weight, lr_stream_statistic="rms")
     out = absolute_recipe(config, rms=2.0, last_rms=32.0)
     assert out.lr == pytest.approx(config.lr * 2.0 ** (1 - weight) * 32.0 ** weight, rel=1e-12)
     assert out.init_range == pytest.approx(config.init_range * 2.0, rel=1e-12)
+    typical = absolute_recipe(with_config(config, lr_stream_statistic="median"), rms=2.0, median=0.5, last_median=8.0)
+    assert typical.lr == pytest.approx(config.lr * 0.5 ** (1 - weight) * 8.0 ** weight, rel=1e-12)
+    assert typical.init_range == pytest.approx(config.init_range * 2.0, rel=1e-12)  # the init follows the RMS
 
 
 # lr=0: steps are taken (two epochs of two; any number of steps at lr 0 leaves the vector where it started)
@@ -533,7 +556,7 @@ def test_the_reference_rms_is_smollm2s_middle_layer_on_antonym_training_prompts(
     """FAST_REFERENCE_RMS is a measurement: the fast recipe takes its tuned absolute steps (lr 0.1) at SmolLM2's
     layer 15, within 1 %."""
     from ltvlib.models import load_model
-    from ltvlib.stream_scale import site_stream_rms
+    from ltvlib.stream_scale import site_stream_rms, site_stream_scale
 
     lm = load_model("smollm2-135m", device="cpu")
     splits = load_splits("antonym", seed=0)
@@ -542,8 +565,12 @@ def test_the_reference_rms_is_smollm2s_middle_layer_on_antonym_training_prompts(
     (first,) = site_stream_rms(lm, splits.task, splits.train, [0], [-1])
     (last,) = site_stream_rms(lm, splits.task, splits.train, [lm.n_layers - 1], [-1])
     assert last > 100 * first  # the range a single site-relative learning rate serves badly
-    # the fast recipe's learning rate is relative to this stream: its absolute step at every layer is lr * 29
+    # the fast recipe's learning rate is relative to this stream's typical coordinate: lr * 10.9 = 4.24 at every layer
     assert last == pytest.approx(FAST_REFERENCE_LAST_RMS, rel=0.02)
+    (typical,) = site_stream_scale(lm, splits.task, splits.train, [lm.n_layers - 1], [-1], statistic="median")
+    assert typical == pytest.approx(FAST_REFERENCE_LAST_MEDIAN, rel=0.01)
+    (middle,) = site_stream_scale(lm, splits.task, splits.train, [15], [-1], statistic="median")
+    assert middle == pytest.approx(FAST_REFERENCE_MEDIAN, rel=0.01)
 
 
 def test_the_learned_rule_needs_the_accuracy_interval_above_no_vector_and_the_majority():
