@@ -351,6 +351,31 @@ def random_model(shape: str, *, seed: int = 0, dtype: torch.dtype = torch.float3
     return wrap_model(model, tokenizer, f"{RANDOM_PREFIX}{shape}" + (f"@{seed}" if seed else ""))
 
 
+DEVICE_MAP = "map"
+"""The ``device`` that spreads a model over every GPU (then CPU memory) with ``device_map="auto"``: what the
+book's chapters, which pass only a device, use for a model larger than one card (``--device map``)."""
+
+MAX_MEMORY_ENV = "LTV_MAX_MEMORY"
+"""Per-device budget for ``device="map"``, e.g. ``0=70GiB,1=70GiB,cpu=200GiB`` (:func:`parse_max_memory`)."""
+
+
+def parse_max_memory(text: str) -> dict[int | str, str]:
+    """``"0=70GiB,1=70GiB,cpu=200GiB"`` as accelerate's ``max_memory`` (``{0: "70GiB", 1: "70GiB", "cpu":
+    "200GiB"}``): GPU indices, ``cpu`` or ``disk``, each with a size.
+
+    Raises:
+        ValueError: an entry without ``=``, or a device that is neither an index nor ``cpu``/``disk``.
+    """
+    out: dict[int | str, str] = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        device, sep, size = (part.strip() for part in entry.partition("="))
+        if not sep or not size or not (device.isdigit() or device in ("cpu", "disk")):
+            raise ValueError(f"bad max_memory entry {entry!r} in {text!r}: use DEVICE=SIZE with DEVICE a GPU index, "
+                             "cpu or disk, e.g. 0=70GiB,1=70GiB,cpu=200GiB")
+        out[int(device) if device.isdigit() else device] = size
+    return out
+
+
 def load_model(
     name: str = DEFAULT_MODEL,
     *,
@@ -368,6 +393,8 @@ def load_model(
             ``random:<shape>[@<seed>]`` (:func:`random_model`: random weights of a named shape, no download).
         dtype: parameter dtype; default fp32 on CPU and bf16 on CUDA.
         device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ...; ignored with ``device_map``.
+            ``"map"`` (:data:`DEVICE_MAP`) is ``device_map="auto"`` with ``max_memory`` from ``$LTV_MAX_MEMORY``
+            when it is set (:func:`parse_max_memory`).
         device_map: a model larger than one device: ``"auto"`` (accelerate fills the GPUs in order, then CPU
             memory, then disk, within ``max_memory``) or a map from module names (``model.layers.12``) to a GPU
             index, ``"cpu"`` or ``"disk"``. Hooks and edits follow each block's device (``LoadedModel.layer_device``).
@@ -383,7 +410,12 @@ def load_model(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dev = resolve_device("cuda" if device_map is not None and torch.cuda.is_available() else device)
+    if device == DEVICE_MAP and device_map is None:
+        device_map = "auto"
+        if max_memory is None and os.environ.get(MAX_MEMORY_ENV):
+            max_memory = parse_max_memory(os.environ[MAX_MEMORY_ENV])
+    dev = resolve_device("cuda" if device_map is not None and torch.cuda.is_available() else
+                         "cpu" if device == DEVICE_MAP else device)
     if isinstance(dtype, str):
         dtype = cast(torch.dtype, getattr(torch, dtype))
     if dtype is None:

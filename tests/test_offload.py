@@ -109,3 +109,22 @@ def test_smollm2_offloaded_matches(tmp_path):
     a = train_ltv(plain, "antonym", layers=[20], recipe=config, splits=splits, progress=False)
     b = train_ltv(off, "antonym", layers=[20], recipe=config, splits=splits, progress=False)
     torch.testing.assert_close(b.vectors, a.vectors, rtol=1e-4, atol=1e-6)
+
+
+def test_device_map_device_dispatches_the_model_with_the_budget_from_the_environment(monkeypatch):
+    """``device="map"`` (what ``python -m ltvlib.book build --device map`` gives every chapter) is
+    ``device_map="auto"`` under ``$LTV_MAX_MEMORY``; the dispatched model's logits are the plain model's."""
+    from ltvlib.models import parse_max_memory
+
+    monkeypatch.setenv("LTV_MAX_MEMORY", "cpu=4GiB")
+    mapped = load_model("random:tiny-llama@3", device="map")
+    plain = load_model("random:tiny-llama@3", device="cpu")
+    assert getattr(mapped.model, "hf_device_map", None) is not None
+    assert getattr(plain.model, "hf_device_map", None) is None
+    ids = mapped.tokenizer(["Q: hot\nA:"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        torch.testing.assert_close(mapped.model(input_ids=ids).logits, plain.model(input_ids=ids).logits)
+    assert parse_max_memory("0=70GiB, 1=70GiB,cpu=200GiB") == {0: "70GiB", 1: "70GiB", "cpu": "200GiB"}
+    for bad in ("70GiB", "gpu0=70GiB", "0="):
+        with pytest.raises(ValueError, match="bad max_memory entry"):
+            parse_max_memory(bad)

@@ -105,4 +105,19 @@ def test_cache_key_holds_model_profile_and_code_key():
     assert restore["with"]["restore-keys"].strip() == "${{ inputs.cache-key }}-"
     assert restore["with"]["path"] == save["with"]["path"] == ".ltv-cache"
     run = next(s for s in steps if s.get("name") == "Execute the chapter")["run"]
-    assert 'python -m ltvlib.book build --chapters "$CHAPTER" --model "$MODEL" --profile "$PROFILE"' in run
+    assert ('python -m ltvlib.book build --chapters "$CHAPTER" --model "$MODEL" --profile "$PROFILE" --device "$DEVICE"'
+            in run)
+
+
+def test_assembly_renders_with_the_chapter_jobs_parameters():
+    """A chapter's stamp holds its parameters (device included): the CPU job that assembles the book passes the
+    same ones, so that every chapter's stamp matches and nothing re-executes there."""
+    book = _load("book.yml")
+    chapter_env = _load("book-chapter.yml")["jobs"]["chapter"]["env"]
+    assemble = book["jobs"]["assemble"]
+    for name, value in (("MODEL", "${{ inputs.model }}"), ("PROFILE", "${{ inputs.profile }}"),
+                        ("DEVICE", "${{ inputs.device }}")):
+        assert assemble["env"][name] == chapter_env[name] == value
+    render = next(s for s in assemble["steps"] if s.get("name", "").startswith("Render"))["run"]
+    assert 'python -m ltvlib.book build --model "$MODEL" --profile "$PROFILE" --device "$DEVICE"' in render
+    assert set(book["on"]["workflow_dispatch"]["inputs"]["device"]["options"]) == {"auto", "map"}
