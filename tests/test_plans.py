@@ -206,8 +206,12 @@ def test_race_sizes_follow_the_profile_and_its_recipe():
     cpu = compare_sizes(get_profile("cpu"))
     assert cpu.n_test >= 200 and not cpu.schedule.relative_to_stream
     assert cpu.schedule.lr == pytest.approx(0.9 / 6.15 * 29.0)  # the fast recipe's step at SmolLM2's middle layer
-    rule = cpu.stopping_rule()  # one rule for every method: once per epoch, stop at the first validation without a gain
-    assert (rule.val_every, rule.patience, rule.after_gain) == (cpu.schedule.samples_per_epoch, 1, True)
+    # the cap and rule chapter 00's LTVs train under: 8 epochs of 128 samples, stop after 2 validations without a gain
+    rule = cpu.stopping_rule()
+    assert (rule.val_every, rule.patience, rule.after_gain) == (128, 2, True)
+    assert cpu.schedule.epochs * cpu.schedule.samples_per_epoch == 1024 and cpu.schedule.batch_size == 16
+    assert rule == pc.StoppingRule.from_config(FAST_RECIPE)
+    assert [len(plans.peft_plan(p).seeds) for p in ("smoke", "cpu", "paper")] == [1, 2, 3]
     paper = compare_sizes(get_profile("paper"))
     assert paper.stopping_rule() == pc.StoppingRule.from_config(paper.schedule)
     paper_recipe = compare_sizes(get_profile("cpu", recipe="paper"))

@@ -17,7 +17,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..analysis.peft_compare import correct_matrix, parameter_formula, parameter_units, race_curve, race_ltv
+from ..analysis.peft_compare import (
+    correct_matrix,
+    parameter_formula,
+    parameter_units,
+    race_curve,
+    race_ltv,
+    time_to_accuracy,
+)
 from ..stats import Estimate, format_estimate, paired_bootstrap_difference, seed_interval
 from .ltv_report import DID_NOT_TRAIN
 
@@ -33,35 +40,14 @@ TIME_AXES: tuple[tuple[str, str], ...] = (("samples", "training samples seen"),
 """The time-to-accuracy figure's two panels per task: the curve's x key and its axis label."""
 
 
-def describe_setup(lm: LoadedModel, run_label: str, sizes: Any, methods: Sequence[Any], task_list: Sequence[str],
-                   seeds: Sequence[int]) -> str:
-    """The set-up paragraph (Markdown): model geometry, run label, the race's methods, seeds, budget, stopping rule
-    and test queries."""
-    g = lm.geometry
-    sched, rule = sizes.schedule, sizes.stopping_rule()
-    budget = sched.epochs * sched.samples_per_epoch
-    return (
-        f"**Model** `{lm.name}`: {lm.n_layers} layers, d = {lm.d_model}, {g.n_heads} query heads and {g.n_kv_heads} "
-        f"key/value heads of {g.head_dim}. **Profile** `{run_label}`, recipe `{sched.recipe}`. **Race**: "
-        f"{len(methods)} methods x {len(seeds)} seeds (seeds {', '.join(map(str, seeds))}) on "
-        f"{', '.join(task_list)}; {sizes.n_train} training queries, a sample budget of **{budget} samples** per run "
-        f"(at most {sched.epochs} epochs of {sched.samples_per_epoch}, batches of {sched.batch_size}); validation "
-        f"every {rule.val_every} samples on {sizes.n_val} validation queries, stop after {rule.patience} "
-        f"validations without a better "
-        f"{'balanced accuracy (classification tasks)' if rule.metric == 'auto' else rule.metric}"
-        f"{', counted once a first gain over the starting parameters was made' if rule.after_gain else ''}, keep "
-        f"the best; **{sizes.n_test or 'all'} test queries** per task, the same for every run."
-    )
-
-
 def parameters_table(lm: LoadedModel, methods: Sequence[Any]) -> pd.DataFrame:
-    """Per method (index): its setting, trainable parameters, in units of d, the formula and the learning rate."""
+    """Per method (index): its setting, trainable parameters, in units of d and the formula (the learning rate each
+    run used is in :meth:`RaceView.race_table`: it is chosen on validation)."""
     rows = []
     for m in methods:
         n, formula = parameter_formula(lm, m)
         rows.append({"method": m.name, "setting": "paper's budget" if m.budget == "equal" else "common default",
-                     "trainable parameters": f"{n:,}", "in units of d": parameter_units(lm, m), "formula": formula,
-                     "learning rate": m.lr})
+                     "trainable parameters": f"{n:,}", "in units of d": parameter_units(lm, m), "formula": formula})
     return pd.DataFrame(rows).set_index("method")
 
 
@@ -93,10 +79,12 @@ class RaceView:
         runs = self.runs_of(task, name)
         return seed_interval(correct_matrix(runs)) if runs else None
 
-    def race_table(self, task: str, ledger: Any, mid: int, recipe_label: str) -> pd.DataFrame:
-        """Per method (rows): setting, measured parameters, test accuracy with its interval and per seed (the LTV's
-        gated, where ``ch03-table-race``), trained and converged runs, samples and seconds to the best, seconds per
-        step, inference latency and (where measured) peak memory; rounded to three decimals."""
+    def race_table(self, task: str, ledger: Any, mid: int, recipe_label: str, target: float) -> pd.DataFrame:
+        """Per method (rows): measured parameters, the learning rate chosen on validation (and its multiple of the
+        method's default), test accuracy with its seed-and-query interval and per seed (the LTV's gated through
+        ``ledger``, where ``ch03-table-race``), runs that learned and that converged (stopped before the sample
+        cap), samples to the best validation score, samples and seconds to ``target`` validation accuracy (means
+        over the runs that reached it, and how many did) and, where measured, peak training memory."""
         out = {}
         for m in self.methods:
             runs = self.results[task][m.name]
@@ -107,23 +95,24 @@ class RaceView:
                 per_seed.append(ledger.cell(race_ltv(r, task, mid, recipe_label), text, where="ch03-table-race")
                                 if m.name == LTV else text)
             est = self.accuracy(task, m.name)
-            steps = [s for r in runs for s in r["step_seconds"]]
-            out[m.name] = {
-                "setting": "paper's budget" if m.budget == "equal" else "default",
-                "params (measured)": f"{r0['trainable_params']:,}", "= d x": r0["params_in_d"],
-                "test acc. % (95 % CI)": format_estimate(est, bounds=True) if est else DID_NOT_TRAIN,
+            reached = [t for t in (time_to_accuracy(r["curve"], target) for r in runs) if t is not None]
+            row = {
+                "params": f"{r0['trainable_params']:,} ({r0['params_in_d']})",
+                "learning rate": f"{r0['lr']:.3g} (x{r0.get('lr_scale', 1.0):.2f})",
+                "test accuracy %": estimate_text(est) if est else DID_NOT_TRAIN,
                 "per seed %": " / ".join(per_seed),
-                "trained": f"{sum(r['trained'] for r in runs)}/{len(runs)}",
-                "converged": f"{sum(r['stopped_by_rule'] for r in runs)}/{len(runs)}",
-                "samples to best": np.mean([r["samples_to_best"] for r in self.runs_of(task, m.name)] or [np.nan]),
-                "s to best": np.mean([r["seconds_to_best"] for r in self.runs_of(task, m.name)] or [np.nan]),
-                "s / step": float(np.median(steps)),
-                "ms / example (inference)": np.mean([r["latency_ms"] for r in runs]),
+                "learned": f"{sum(bool(r['trained']) for r in runs)}/{len(runs)}",
+                "converged": f"{sum(bool(r['stopped_by_rule']) for r in runs)}/{len(runs)}",
+                "samples to best": f"{np.mean([r['samples_to_best'] for r in runs]):.0f}",
+                f"samples to {100 * target:.0f} %": (f"{np.mean([t['samples'] for t in reached]):.0f} "
+                                                     f"({len(reached)}/{len(runs)})" if reached else "not reached"),
+                f"seconds to {100 * target:.0f} %": (f"{np.mean([t['wall_seconds'] for t in reached]):.1f}"
+                                                     if reached else "not reached"),
             }
-            if r0.get("peak_infer_mb") is not None:
-                out[m.name]["peak inference MB"] = r0["peak_infer_mb"]
-                out[m.name]["peak train MB"] = r0["peak_train_mb"]
-        return pd.DataFrame(out).T.round(3)
+            peaks = [float(r["peak_train_mb"]) for r in runs if r.get("peak_train_mb") is not None]
+            row["peak training memory (MB)"] = f"{max(peaks):.0f}" if peaks else "not measured"
+            out[m.name] = row
+        return pd.DataFrame(out).T
 
     def differences(self) -> dict[tuple[str, str], Estimate]:
         """``(task, method) -> LTV − method``, paired bootstrap over the same test queries (trained LTV seeds
@@ -201,22 +190,46 @@ class RaceView:
                            frameon=False, title="method (trainable parameters)", title_fontsize=9)
         return fig, axes[:, 0].reshape(len(task_list), 2)
 
-    def paper_side_table(self, paper_rows: Mapping[str, tuple[str, float, float]], task: str = "sst2") -> pd.DataFrame:
-        """Per method of ``paper_rows`` (``name -> (params, accuracy %, s / step)``, the paper's): the paper's numbers
-        beside ours on ``task`` (size, accuracy with its interval, median seconds per step)."""
-        side = []
-        for name, (p_params, p_acc, p_step) in paper_rows.items():
-            est = self.accuracy(task, name)
-            steps = [s for r in self.results[task][name] for s in r["step_seconds"]]
-            side.append({"method": name, "paper: params": p_params, "paper: acc. %": p_acc, "paper: s / step": p_step,
-                         "ours: params": self.units[name],
-                         "ours: acc. % (95 % CI)": format_estimate(est, bounds=True) if est else DID_NOT_TRAIN,
-                         "ours: s / step": round(float(np.median(steps)), 3)})
-        return pd.DataFrame(side).set_index("method")
-
 
 def diff_text(diffs: Mapping[tuple[str, str], Estimate], task_list: Sequence[str], names: Sequence[str]) -> str:
     """``"<task> LTV − <method> <estimate with bounds>"`` joined by ``"; "`` over the measured pairs, or ``"no LTV
     seed trained"``."""
     return "; ".join(f"{t} LTV − {n} {format_estimate(diffs[t, n], bounds=True)}"
                      for t in task_list for n in names if (t, n) in diffs) or "no LTV seed trained"
+
+
+def estimate_text(est: Estimate) -> str:
+    """``"72.5 [66.0, 78.3]"`` (percent, or signed points for a difference), n and seeds left to the table's
+    header."""
+    sign = "+" if est.difference else ""
+    return f"{100 * est.value:{sign}.1f} [{100 * est.low:{sign}.1f}, {100 * est.high:{sign}.1f}]"
+
+
+def lr_table(grids: Mapping[str, Mapping[float, float]], chosen: Mapping[str, float]) -> pd.DataFrame:
+    """Per method (rows): the first seed's best validation score (percent, one decimal) at each multiple of its
+    default learning rate (columns ``x0.33``, ``x1``, ...), the chosen multiple marked with an asterisk."""
+    rows = {}
+    for name, scores in grids.items():
+        rows[name] = {f"x{s:.2g}": f"{100 * v:.1f}{' *' if s == chosen[name] else ''}" for s, v in scores.items()}
+    return pd.DataFrame(rows).T
+
+
+def time_ratio(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]], target: float, *,
+               n_resamples: int = 2000, seed: int = 0) -> Estimate | None:
+    """Wall-clock seconds to ``target`` validation accuracy of method ``a`` over method ``b``, paired by training
+    seed: the geometric mean of the per-seed ratios, with a percentile bootstrap over the seed pairs (``n`` = pairs).
+    None when no seed of both reached the target."""
+    by_seed = {r["seed"]: time_to_accuracy(r["curve"], target) for r in b_runs}
+    logs = []
+    for r in a_runs:
+        ta, tb = time_to_accuracy(r["curve"], target), by_seed.get(r["seed"])
+        if ta is not None and tb is not None and ta["wall_seconds"] > 0 and tb["wall_seconds"] > 0:
+            logs.append(math.log(ta["wall_seconds"] / tb["wall_seconds"]))
+    if not logs:
+        return None
+    arr = np.array(logs)
+    draws = arr[np.random.default_rng(seed).integers(0, len(arr), size=(n_resamples, len(arr)))].mean(1)
+    lo, hi = np.quantile(draws, [0.025, 0.975])
+    value = math.exp(arr.mean())
+    return Estimate(value, min(math.exp(lo), value), max(math.exp(hi), value), n=len(arr), seeds=len(arr),
+                    method="bootstrap over seeds of log time ratios", resamples=n_resamples)

@@ -26,7 +26,7 @@ from typing import Any
 
 # the sizes and configs come from leaf modules, not from the studies and analyses that use them: a chapter's code
 # closure (its stamp and cache keys) then holds only the studies it runs
-from ..analysis.configs import CompareSizes, LinearityConfig, StoppingRule
+from ..analysis.configs import CompareSizes, LinearityConfig
 from ..baselines.function_vector import FunctionVectorConfig
 from ..baselines.vanilla_tv import VanillaTVConfig
 from ..ltv import FAST_RECIPE, PAPER_RECIPE, RECIPES, TrainConfig, absolute_recipe, with_config
@@ -375,18 +375,15 @@ def compare_sizes(profile: Profile) -> CompareSizes:
     The schedule is the profile's LTV recipe (``profile.recipe``) made absolute (:func:`absolute_recipe`), at
     the race's sizes; under the ``fast`` recipe:
 
-    ``paper``: the fast recipe itself (batches of 16, at most 8 epochs of 128 samples, patience 2 counted after a
-    first gain), 600 training and 200 validation queries, the whole test split. ``cpu``: every method pays a full
-    forward and backward pass of the model per step, and the race is 6 methods x 3 seeds, so the chapter is held
-    to about 15 minutes on two CPU cores: batches of 8, at most 4 epochs of 48 samples (a sample budget of 192,
-    24 steps), validation once per epoch on 32 queries, patience 1 counted after a first gain, 200 test queries,
-    no fresh-process memory measurement. Measured on SST-2 (2 threads, otherwise idle machine): a training step
-    of batch 8 costs about 0.7 s for the LTV and rank-1 LoRA, and 64 test prompts about 3.3 s, so one LTV run
-    costs about 35 s (73.6 CPU seconds single-threaded, measured on a loaded machine); the other methods 1.0-1.5
-    times that, prompt tuning with 20 virtual tokens 1.8 times (the chapter races it in ``paper`` only): the 18
-    runs of the ``cpu`` race about 13-17 minutes on two cores, less where early stopping ends runs sooner.
-    ``smoke``: two epochs of one batch of 2, 4 validation and
-    4 test queries.
+    ``paper`` and ``cpu``: the fast recipe's own cap and rule, the ones chapter 00's LTVs train under (batches of
+    16, at most 8 epochs of 128 samples: a cap of 1,024 samples; validation after every epoch, stop after 2
+    validations without a gain, counted after a first gain), so every method trains until validation stops
+    improving under a cap within which the LTV reaches its chapter-00 accuracy. ``paper``: 600 training and 200
+    validation queries, the whole test split. ``cpu``: every adapter pays a full forward and backward pass per
+    step and each method trains three learning rates before its second seed, so validation uses 64 queries and
+    the test 200, without the fresh-process memory measurement (a step of batch 16 costs about 1.4 s for an
+    adapter on two CPU cores, 64 validation prompts about 3.3 s: an adapter run that uses the whole cap about 2
+    minutes). ``smoke``: two epochs of one batch of 2, 4 validation and 4 test queries.
 
     Under the released ``paper`` recipe (batch 1, at most 10 epochs of 100 samples, lr 5e-3 for the LTV) the
     schedule is that recipe in ``cpu`` and ``paper`` (hours on a CPU) and two epochs of 2 samples in ``smoke``.
@@ -397,12 +394,7 @@ def compare_sizes(profile: Profile) -> CompareSizes:
     if name == "paper":
         return CompareSizes(600, 200, None, base)
     if name == "cpu":
-        schedule = base if paper_recipe else with_config(base, batch_size=8, samples_per_epoch=48, epochs=4)
-        # patience 1 (after a first gain): the budget is too small for patience 2 to run out (measured: the LTV
-        # peaked at 144 of 192 samples on SST-2, prefix tuning at 192), so a run converges at its first
-        # validation without a gain
-        rule = None if paper_recipe else StoppingRule(val_every=48, patience=1, after_gain=True)
-        return CompareSizes(600, 32, 200, schedule, eval_batch=32, memory=False, rule=rule)
+        return CompareSizes(600, 64, 200, base, eval_batch=32, memory=False)
     # smoke
     schedule = with_config(base, batch_size=1 if paper_recipe else 2, samples_per_epoch=2, epochs=2)
     return CompareSizes(16, 4, 4, schedule, eval_batch=4, memory=False)
@@ -579,14 +571,19 @@ class PeftPlan:
     prompt_default: bool
 
 
+PEFT_SEEDS: dict[str, int] = {"smoke": 1, "cpu": 2, "paper": 3}
+"""Chapter 03's training seeds per method in each profile (the first also trains the learning-rate grid)."""
+
+
 def peft_plan(
-    profile: str, recipe: str | None = None, *, seed: int = 0, tasks: Sequence[str] | None = None, n_seeds: int = 3,
-    prompt_default: bool | None = None,
+    profile: str, recipe: str | None = None, *, seed: int = 0, tasks: Sequence[str] | None = None,
+    n_seeds: int | None = None, prompt_default: bool | None = None,
 ) -> PeftPlan:
     """Chapter 03's plan in ``profile``: SST-2 (and TREC in ``paper``) unless ``tasks`` says otherwise; seeds
-    ``seed`` ... ``seed + n_seeds - 1``; prompt tuning's default (the race's costliest run) in ``paper`` unless
-    ``prompt_default`` says otherwise."""
+    ``seed`` ... ``seed + n_seeds - 1`` (None: :data:`PEFT_SEEDS`); prompt tuning's default (the race's costliest
+    run) in ``paper`` unless ``prompt_default`` says otherwise."""
     p = get_profile(profile, recipe=recipe)
+    n_seeds = PEFT_SEEDS[p.name] if n_seeds is None else n_seeds
     task_list = tuple(tasks) if tasks else (("sst2", "trec") if p.name == "paper" else ("sst2",))
     with_prompt = p.name == "paper" if prompt_default is None else bool(prompt_default)
     return PeftPlan(p.name, run_sizes(p), compare_sizes(p), task_list, tuple(seed + i for i in range(n_seeds)),
