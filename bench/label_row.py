@@ -8,9 +8,12 @@ unless ``--n-train``/``--n-val``/``--n-test`` say otherwise, and measures on the
   accuracy's 95 % Wilson interval, and its balanced accuracy (the mean per-label recall);
 - the model's zero-shot accuracy *within the labels* (no vector; argmax over the labels' first tokens only);
 - the majority label's share (what always answering the most frequent label scores);
-- ``learned``: whether the lower 95 % Wilson bound of the LTV's validation accuracy lies above
-  max(zero-shot within labels, majority share) on the validation split. A vector that does not clear both is
-  not evidence of a learned task, whatever the trainer's own ``trained`` flag (also shown) says.
+- ``learned``: the trainer's own rule (:func:`ltvlib.ltv.learned_rule`): whether the lower 95 % Wilson bound of the
+  LTV's validation accuracy lies above max(zero-shot within labels, majority share) on the whole validation split
+  (the trainer judges the first 200 validation queries, so its ``trained`` flag, also shown, can differ on a larger
+  split). A vector that does not clear both is not evidence of a learned task;
+- the trainer's attempts (a run that did not learn is retried at a smaller step), the best validation score of
+  each, and the peak learning rate of the kept one.
 
 The validation split also chose the kept vector (early stopping), so its accuracy is slightly optimistic; the
 test columns are the held-out check::
