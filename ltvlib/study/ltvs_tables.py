@@ -10,35 +10,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..ltv import majority_rate
 from ..models import MODEL_REGISTRY
 from ..prompts import encode_prompts
 from ..stats import Estimate, Proportion, proportion_estimate, seed_interval
-from .ltv_report import DID_NOT_TRAIN
 from .ltvs import correct_matrix, estimate_cell, task_mean, task_mean_difference, task_splits
 
-if TYPE_CHECKING:
-    from ..models import LoadedModel
-
 PAPER_LTV_AVERAGE = 83.49
-"""The paper's seven-task middle-layer LTV average on Llama-3.1-8B (%)."""
+"""The paper's seven-task middle-layer LTV average on Llama-3.1-8B (%): its Table 1, column P={-1}, L={16},
+transcribed from a secondary summary of the paper."""
 
-
-def describe_setup(lm: LoadedModel, run_label: str, run: Any, seeds: Sequence[int]) -> str:
-    """The set-up paragraph (Markdown): the model's geometry, dtype and device, the run label, sizes and seeds."""
-    g = lm.geometry
-    return (
-        f"**Model** `{lm.name}`: {g.n_layers} layers, $d$ = {g.d_model}, {g.n_heads} query heads and "
-        f"{g.n_kv_heads} KV heads of size {g.head_dim}; dtype {lm.dtype}, device {lm.device}. "
-        f"**Profile** `{run_label}`: {run.n_train}/{run.n_val} train/validation queries per task, "
-        f"{run.n_test or 'all'} test queries, LTV recipe `{run.recipe.recipe}`, "
-        f"{len(seeds)} training seeds per LTV ({', '.join(map(str, seeds))})."
-    )
+NOT_LEARNED = "did not learn"
+"""A table cell for an LTV that did not learn (:func:`ltvlib.ltv.learned_rule`): it enters no mean or verdict."""
 
 
 def models_table() -> pd.DataFrame:
@@ -63,14 +52,19 @@ def tasks_table(tokenizer: Any, tasks: Sequence[str], run: Any) -> pd.DataFrame:
 
 
 def training_table(ltvs: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
-    """Per (task, seed) (index): trained, steps, steps to the best, training seconds, the validation score and its
-    start → best (%)."""
+    """Per (task, seed) (index): whether it learned and the test it was judged by (:func:`ltvlib.ltv.learned_rule`:
+    the lower end of the 95 % interval of its validation accuracy against the better of the prompt without a vector
+    and the majority answer), then its steps and training seconds. Percentages with one decimal."""
+    def pct(x: float) -> str:
+        return "–" if not math.isfinite(x) else f"{100 * x:.1f}"
+
     return pd.DataFrame([
-        {"task": t, "seed": v.seed, "trained": "yes" if v.training.trained else DID_NOT_TRAIN,
-         "steps": v.training.steps,
-         "steps to best": v.training.steps_to_best, "train seconds": round(v.training.seconds, 1),
-         "validation score": v.training.val_metric.replace("_", " "),
-         "start → best (%)": f"{100 * v.training.start_val_score:.1f} → {100 * v.training.best_val_score:.1f}"}
+        {"task": t, "seed": v.seed, "learned": "yes" if v.training.trained else NOT_LEARNED,
+         "validation accuracy (%)": pct(v.training.best_val_accuracy),
+         "its lower bound (%)": pct(v.training.val_accuracy_low),
+         "to beat (%)": pct(max((x for x in (v.training.no_vector_val_accuracy, v.training.majority_val_rate)
+                                 if math.isfinite(x)), default=float("nan"))),
+         "steps": v.training.steps, "train seconds": f"{v.training.seconds:.1f}"}
         for t, vs in ltvs.items() for v in vs
     ]).set_index(["task", "seed"])
 
@@ -78,6 +72,19 @@ def training_table(ltvs: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
 def reference_columns(shots: Sequence[int]) -> dict[int, str]:
     """Column name per number of shots: ``"zero-shot"`` for 0, ``"<k>-shot ICL"`` otherwise."""
     return {k: "zero-shot" if k == 0 else f"{k}-shot ICL" for k in shots}
+
+
+def icl_learned(task: str, icl: Mapping[tuple[str, int], Mapping[str, Any]], shots: Sequence[int], run: Any) -> bool:
+    """Whether some ``shots``-shot ICL setting learned ``task`` on its test queries: the lower end of its 95 % Wilson
+    interval lies above the better of zero-shot accuracy and the majority answer's rate on those queries (the rule
+    an LTV's validation accuracy is held to, :func:`ltvlib.ltv.learned_rule`)."""
+    majority = majority_rate(task_splits(task, run, icl=True).test)
+    zero = icl[task, 0]["accuracy"]
+    for k in shots:
+        r = icl[task, k]
+        if proportion_estimate(round(r["accuracy"] * r["n"]), r["n"]).low > max(zero, majority):
+            return True
+    return False
 
 
 @dataclass
@@ -140,7 +147,7 @@ def accuracy_table(tasks: Sequence[str], icl: Mapping[tuple[str, int], Mapping[s
             row[ltv_col] = estimate_cell(est[ltv_col, t]) + ("" if m.shape[0] == n_seeds else
                                                              f" ({m.shape[0]} of {n_seeds} seeds)")
         else:
-            row[ltv_col] = DID_NOT_TRAIN if t in ltvs else "not trained in this profile"
+            row[ltv_col] = NOT_LEARNED if t in ltvs else "not trained in this profile"
         rows[t] = row
     if with_ltv:  # the average row covers the tasks with a learned LTV; without one there is nothing to compare
         for col in correct:
@@ -171,7 +178,7 @@ def label_table(tasks: Sequence[str], icl: Mapping[tuple[str, int], Mapping[str,
                     if not math.isnan(ledger.value(v, r["label_accuracy"], where="ch00-table-labels"))]
             row[ltv_col] = (str(Proportion(sum(round(r["label_accuracy"] * n) for r in kept),
                                            n * len(kept))).split(" (")[0] + f" ({len(kept)} seeds)"
-                            if kept else DID_NOT_TRAIN)
+                            if kept else NOT_LEARNED)
         label_rows[t] = row
     return pd.DataFrame(label_rows).T if label_rows else None
 
