@@ -108,3 +108,28 @@ def test_the_learning_rate_follows_the_typical_coordinate_not_a_massive_one(monk
 
     assert lr(massive, FAST_RECIPE) / lr(plain, FAST_RECIPE) == pytest.approx(1.0, abs=0.5)
     assert lr(massive, rms_config) / lr(plain, rms_config) > 10
+
+
+@pytest.mark.realmodel
+def test_gemma_takes_about_half_the_step_the_rms_gave_it_and_smollm2_the_same():
+    """Gemma-3-270M's stream entering its last block is 5.7 times its typical coordinate (SmolLM2-135M's 2.9): the
+    default learning rate, relative to that coordinate, keeps SmolLM2's absolute step (4.24 on Antonym) and gives
+    Gemma about half the step the RMS gave it (SST-2 at layer 9: 89 instead of 190, where it learns)."""
+    from ltvlib.ltv import FAST_REFERENCE_LAST_RMS, FAST_REFERENCE_RMS
+    from ltvlib.models import load_model
+
+    rms_config = with_config(FAST_RECIPE, lr=0.9 / FAST_REFERENCE_RMS, lr_stream_statistic="rms")
+    smol = load_model("smollm2-135m", device="cpu")
+    antonym = load_splits("antonym", seed=0)
+    (new,) = step_scales(FAST_RECIPE, smol, antonym.task, antonym.train, [15], [-1])
+    (old,) = step_scales(rms_config, smol, antonym.task, antonym.train, [15], [-1])
+    assert FAST_RECIPE.lr * new == pytest.approx(rms_config.lr * old, rel=0.01)
+    assert rms_config.lr * FAST_REFERENCE_LAST_RMS == pytest.approx(4.24, rel=0.01)
+    gemma = load_model("gemma3-270m", device="cpu")
+    sst2 = load_splits("sst2", seed=0, n_train=300, n_val=200)
+    (last_rms,) = site_stream_scale(gemma, sst2.task, sst2.train, [gemma.n_layers - 1], [-1])
+    (last_typical,) = site_stream_scale(gemma, sst2.task, sst2.train, [gemma.n_layers - 1], [-1], statistic="median")
+    assert last_rms / last_typical > 4
+    (new,) = step_scales(FAST_RECIPE, gemma, sst2.task, sst2.train, [9], [-1])
+    (old,) = step_scales(rms_config, gemma, sst2.task, sst2.train, [9], [-1])
+    assert 0.35 < (FAST_RECIPE.lr * new) / (rms_config.lr * old) < 0.6
