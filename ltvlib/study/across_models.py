@@ -26,9 +26,11 @@ the model's own forward pass.
 
 **The LTV's step size.** The fast recipe's steps are relative to the residual stream
 (``TrainConfig.relative_to_stream``): the trainer scales each vector's initial range by the stream's RMS at its
-own site and its learning rate by the RMS of the stream entering the last block (:mod:`ltvlib.stream_scale`,
-``TrainConfig.lr_final_stream_weight``), on every model and at every layer alike; this module scales nothing. :func:`stream_rms` measures the stream's size by depth, for the chapter's figure of why one
-absolute recipe could not serve both models.
+own site and its learning rate by the typical coordinate of the stream entering the last block (the median over
+coordinates, which a few massive ones do not move: :mod:`ltvlib.stream_scale`, ``TrainConfig.lr_final_stream_weight``
+and ``lr_stream_statistic``), on every model and at every layer alike; this module scales nothing. :func:`stream_rms`
+measures the stream's size by depth, for the chapter's figure of why one absolute recipe could not serve both
+models.
 
 **Intervals.** The verdicts compare methods on the same test queries, so the chapter needs each query's
 correctness, not only accuracies: :func:`correct_at` (zero-shot, the LTV and the three extracted vectors at
