@@ -10,7 +10,7 @@ is untouched (its source keys the cached measurements).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -19,9 +19,6 @@ import pandas as pd
 from ..analysis.controls import control_excess
 from ..stats import Estimate, paired_bootstrap_difference, wilson_interval
 from ..tasks import get_task
-
-if TYPE_CHECKING:
-    from ..models import LoadedModel
 
 Point = tuple[str, int]
 
@@ -35,22 +32,6 @@ PANELS: tuple[tuple[str, str], ...] = (("accuracy", "whole vocabulary"), ("label
 
 ROTATION_PANELS: tuple[tuple[str, str], ...] = (("cos", "cos(v, Qv)"), ("align", "align(Qv) − align(v)"))
 """The rotation figure's panels, top to bottom: what is drawn and its axis label."""
-
-
-def describe_setup(lm: LoadedModel, run_label: str, run: Any, cfg: Any, n_draws: int, plan: Mapping[str, Sequence[int]],
-                   label_tasks: Sequence[str]) -> str:
-    """The set-up paragraph (Markdown): model, run label, the points, the fit's sizes and the control's draws."""
-    return (
-        f"**Model** `{lm.name}` ({lm.n_layers} layers, $d$ = {lm.d_model}). **Profile** `{run_label}`, recipe "
-        f"`{run.recipe.recipe}`: " + "; ".join(
-            f"{t} ({'label space' if t in label_tasks else 'open vocabulary'}) at layer{'s' if len(ls) > 1 else ''} "
-            f"{', '.join(map(str, ls))}" for t, ls in plan.items())
-        + f". Fit: {cfg.n_queries} training queries, $\\lceil {cfg.fit_factor} d \\rceil$ = "
-        f"{int(np.ceil(cfg.fit_factor * lm.d_model))} perturbations, {cfg.n_heldout} held-out ones, "
-        f"$\\lambda \\in$ {list(cfg.lambdas)}, relative ridge {cfg.ridge}. Accuracies on up to {run.n_test} test "
-        f"queries per task. Control: {n_draws} random vectors of $\\|\\theta\\|$ per (task, layer), each with its own "
-        "fitted map. Every LTV is `ltvlib.study.ltvs.trained_ltv` (seed 0), the vectors chapters 00 and 01 train."
-    )
 
 
 def accuracy_cell(rec: Mapping[str, Any]) -> str:

@@ -246,10 +246,9 @@ def mechanism_plan(n_layers: int, profile: Profile) -> dict[str, list[int]]:
     verdicts), then open-vocabulary tasks beside them.
 
     ``paper``: every task at every layer. ``cpu``: TREC (a label-space task with short prompts) at the layers
-    of chapter 01's TREC sweep (:func:`ltv_layers`, cached vectors) after layer 0
-    and before the last fifth (left out when the earlier step rule's LTVs often did not train there; not
-    re-measured with the current one), at most six of them spread
-    out: 6, 12, 15, 17, 23 on a 30-layer model; SST-2 and Antonym at the middle layer (chapter 00's vectors).
+    of chapter 01's TREC sweep (:func:`ltv_layers`, cached vectors) after layer 0, the last layer included, at
+    most six of them spread out (with the middle one); SST-2 and Antonym at the middle layer (chapter 00's
+    vectors). The chapter measures each of them whose LTV learned.
     ``smoke``: SST-2 at three layers (a quarter, the middle, three quarters), Antonym at the middle layer.
     """
     n, mid = n_layers, n_layers // 2
@@ -257,7 +256,7 @@ def mechanism_plan(n_layers: int, profile: Profile) -> dict[str, list[int]]:
         labelled = [t for t in profile.tasks if get_task(t).labels]
         return {t: list(range(n)) for t in labelled + [t for t in profile.tasks if t not in labelled]}
     if profile.name == "cpu":
-        sweep = [l for l in ltv_layers(n_layers, "trec", profile) if 0 < l < round(0.8 * n)]
+        sweep = [l for l in ltv_layers(n_layers, "trec", profile) if l > 0]
         if len(sweep) > 6:  # six spread layers of the sweep, the middle one among them
             picks = {sweep[round(i * (len(sweep) - 1) / 5)] for i in range(6)}
             sweep = sorted(picks | {mid}) if mid in sweep and len(picks | {mid}) <= 7 else sorted(picks)
