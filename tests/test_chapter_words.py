@@ -17,9 +17,9 @@ TEMPLATE_CHAPTERS = ("03_peft", "04_ov_key_heads", "05_linearity")
 
 def prose_words(markdown: str) -> int:
     """Words of ``markdown`` outside display and inline math and Markdown table rows."""
-    text = re.sub(r"\$\$.*?\$\$", " ", markdown, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$", " ", markdown, flags=re.DOTALL)
     text = re.sub(r"\$[^$]*\$", " ", text)
-    text = re.sub(r"^\s*\|.*\|\s*$", " ", text, flags=re.M)
+    text = re.sub(r"^\s*\|.*\|\s*$", " ", text, flags=re.MULTILINE)
     return sum(1 for w in text.split() if re.search(r"\w", w))
 
 
