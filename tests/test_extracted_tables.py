@@ -13,7 +13,7 @@ import pytest
 
 from ltvlib.ltv_record import TrainingRecord
 from ltvlib.study import extracted_tables as tables
-from ltvlib.study.ltv_report import DID_NOT_TRAIN, LTVLedger
+from ltvlib.study.ltv_report import LTVLedger
 
 N = 10
 TASKS = ["antonym", "sst2"]
@@ -37,7 +37,7 @@ def extracted() -> dict:
 def ltv(trained: bool, seed: int = 0) -> SimpleNamespace:
     return SimpleNamespace(task="t", layers=(4,), positions=(-1,), seed=seed, recipe="fast",
                            training=TrainingRecord(trained=trained, start_val_score=0.1, best_val_score=0.5,
-                                                   steps_to_best=1, steps=7, seconds=3.4))
+                                                   steps_to_best=1, steps=7, seconds=3.4, best_val_accuracy=0.5))
 
 
 def test_references_and_extracted() -> None:
@@ -58,7 +58,8 @@ def test_trained_correct_accuracies_and_tables() -> None:
     assert set(ltv_c) == {("antonym", 4), ("antonym", 2), ("sst2", 2)} and ltv_c["antonym", 4].shape == (1, N)
     assert {r.where for r in ledger.rows} == {"ch01-fig-layers"}
     training = tables.training_table(vectors)
-    assert training.loc[("antonym", 4), "trained"] == 1 and training.loc[("antonym", 4), "steps (per seed)"] == "7, 7"
+    assert training.loc[("antonym", 4), "learned"] == 1 and training.loc[("antonym", 4), "steps (per seed)"] == "7, 7"
+    assert training.loc[("antonym", 4), "validation accuracy (%, per seed)"] == "50.0, 50.0"
     ex, _ = extracted()
     acc = tables.accuracies(ex, ltv_c, [2, 4], [2, 4], TASKS)
     assert acc["ltv", "antonym", 4].value == pytest.approx(0.8)
@@ -70,7 +71,7 @@ def test_trained_correct_accuracies_and_tables() -> None:
     assert table.loc[2, "Vanilla TV"].endswith("(replace)") or table.loc[2, "Vanilla TV"].endswith("(difference)")
     assert tables.layer_comparisons(ltv_c, ex, TASKS, [], 0) == ({}, None)
     _, nobody = tables.layer_comparisons({}, ex, TASKS, [4], 0)
-    assert nobody.loc[4, "tasks"] == "none: " + DID_NOT_TRAIN
+    assert nobody.loc[4, "tasks"] == "none: " + tables.NOT_LEARNED
     best, ref, _ = tables.references(icl(), TASKS, (2, 5))
     fig, axes = tables.plot_layers(acc, icl(), TASKS, TASKS, best, 4)
     assert axes.shape == (2, 2) and not axes[1, 1].get_visible()
@@ -80,7 +81,7 @@ def test_trained_correct_accuracies_and_tables() -> None:
               for t in TASKS}
     mid = tables.middle_table(TASKS, 4, icl(), ref, best, acc, ltv_c, ex, hendel, {t: np.array(flags(1)) for t in TASKS},
                               1, 2, by_layer[4], ["antonym"])
-    assert mid.loc["sst2", "LTV (L4, 2 seeds)"] == DID_NOT_TRAIN
+    assert mid.loc["sst2", "LTV (L4, 2 seeds)"] == tables.NOT_LEARNED
     assert mid.loc["antonym", "Vanilla TV, Hendel original"].endswith("(L3)")
     assert mid.loc["paper, Llama-3.1-8B (7-task average)", "FV (L4)"] == "37.30"
     assert mid.loc["average (1 tasks)", "(its zero-shot)"] == "–"
@@ -89,6 +90,21 @@ def test_trained_correct_accuracies_and_tables() -> None:
 def test_heads() -> None:
     fvs = {"antonym": SimpleNamespace(heads=[(3, 1), (5, 0)])}
     assert tables.heads_table(fvs).loc["antonym"].tolist() == ["L3H1", "L5H0"]
-    fig, ax = tables.plot_heads(np.array([[0.1, -0.2], [0.0, 0.3]]))
-    assert ax.images[0].get_clim() == (-0.3, 0.3)
-    plt.close(fig)
+
+
+def test_late_changes_split_the_gap_change() -> None:
+    """The LTV's change from the middle to the late layers minus the strongest extracted vector's is the change
+    in the LTV's lead (gap_change), on the same queries."""
+    from ltvlib.study.extracted import gap_change
+
+    ex = {(m, t, l): np.asarray(flags(k), float) for t in TASKS for l, ks in ((4, (1, 2, 1)), (8, (5, 6, 4)))
+          for m, k in zip(tables.EXTRACTED_LABELS, ks)}
+    ltv_c = {(t, l): np.asarray([flags(k)], float) for t in TASKS for l, k in ((4, 9), (8, 8))}
+    changes = tables.late_changes(ltv_c, ex, TASKS, [8], 4)
+    assert changes["LTV"].value == pytest.approx(-0.1)
+    assert changes["strongest extracted"].value == pytest.approx(0.6 - 0.2)  # difference form at 8, replace at 4
+    assert changes["LTV"].difference and changes["strongest extracted"].n == 2 * N
+    gap = gap_change(ltv_c, ex, TASKS, [8], 4)
+    assert gap.value == pytest.approx(changes["LTV"].value - changes["strongest extracted"].value)
+    with pytest.raises(ValueError, match="at least one late layer"):
+        tables.late_changes(ltv_c, ex, TASKS, [], 4)

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ..stats import Estimate, proportion_estimate, seed_interval
-from .extracted import EXTRACTED_LABELS, compare_at_layer
-from .ltv_report import DID_NOT_TRAIN
-from .ltvs import correct_matrix, estimate_cell, task_mean
+from .extracted import EXTRACTED_LABELS, compare_at_layer, strongest_extracted
+from .ltvs import correct_matrix, estimate_cell, task_contrast, task_mean
 
-if TYPE_CHECKING:
-    from ..models import LoadedModel
+NOT_LEARNED = "did not learn"
+"""A table cell for an LTV that did not learn (:func:`ltvlib.ltv.learned_rule`): it enters no mean or verdict."""
+
 
 STYLE: dict[str, dict[str, Any]] = {
     "ltv": {"label": "LTV", "color": "C3", "marker": "o", "zorder": 3},
@@ -34,23 +34,8 @@ STYLE: dict[str, dict[str, Any]] = {
 """Line style per method in the layer figure."""
 
 PAPER_MID: dict[str, float] = {"ltv": 83.49, "vanilla_tv": 37.80, "function_vector": 37.30}
-"""The paper's middle-layer seven-task averages (Table 1, Llama-3.1-8B), in %."""
-
-
-def describe_setup(lm: LoadedModel, run_label: str, run: Any, plan: Any) -> str:
-    """The set-up paragraph (Markdown): model, run label, the layers of each kind of vector and their sizes."""
-    seeds, sweep_tasks, vtv, fvc = plan.seeds, list(plan.sweep_tasks), run.vanilla_tv, run.function_vector
-    return (
-        f"**Model** `{lm.name}` ({lm.n_layers} layers, {lm.geometry.n_heads} heads per layer). **Profile** "
-        f"`{run_label}`, LTV recipe `{run.recipe.recipe}`: extracted vectors at layers {list(plan.layers)}; LTVs at "
-        f"the middle layer {lm.middle_layer} for every task ({len(seeds)} seeds: {', '.join(map(str, seeds))})"
-        + (f" and at layers {list(plan.sweep_ltv_layers)} (seed {seeds[0]}) for {', '.join(sweep_tasks)}"
-           if sweep_tasks else "")
-        + f". Late layers: {list(plan.late)}. Vanilla TV: {vtv.shots} demonstrations, {vtv.n_dummy} dummy queries x "
-        f"{vtv.n_contexts} demonstration sets, layer chosen on {vtv.n_dev} validation queries. Function vector: "
-        f"{fvc.shots}-shot prompts, {fvc.n_mean} for the mean head outputs, {fvc.n_ie} for the indirect effect, top "
-        f"{fvc.k} heads."
-    )
+"""The paper's middle-layer seven-task averages (Table 1, column P={-1}, L={16}; Llama-3.1-8B), in %, transcribed
+from a secondary summary of the paper."""
 
 
 def references(icl: Mapping[tuple[str, int], Mapping[str, Any]], tasks: Sequence[str],
@@ -93,9 +78,11 @@ def trained_correct(ltv_vectors: Mapping[tuple[str, int], Sequence[Any]],
 
 
 def training_table(ltv_vectors: Mapping[tuple[str, int], Sequence[Any]]) -> pd.DataFrame:
-    """Per (task, layer) (index): seeds, how many trained, steps and training seconds per seed."""
+    """Per (task, layer) (index): seeds, how many learned (:func:`ltvlib.ltv.learned_rule`), validation accuracy,
+    steps and training seconds per seed."""
     return pd.DataFrame([
-        {"task": t, "layer": l, "seeds": len(vs), "trained": sum(bool(v.training.trained) for v in vs),
+        {"task": t, "layer": l, "seeds": len(vs), "learned": sum(bool(v.training.trained) for v in vs),
+         "validation accuracy (%, per seed)": ", ".join(f"{100 * v.training.best_val_accuracy:.1f}" for v in vs),
          "steps (per seed)": ", ".join(str(v.training.steps) for v in vs),
          "train seconds (per seed)": ", ".join(f"{v.training.seconds:.0f}" for v in vs)}
         for (t, l), vs in ltv_vectors.items()
@@ -190,7 +177,7 @@ def layer_comparisons(ltv: Mapping[tuple[str, int], np.ndarray], extracted: Mapp
     for layer in sweep_ltv_layers:
         here = [t for t in sweep_tasks if (t, layer) in ltv]
         if not here:
-            layer_rows[layer] = {"tasks": "none: " + DID_NOT_TRAIN}
+            layer_rows[layer] = {"tasks": "none: " + NOT_LEARNED}
             continue
         by_layer[layer] = compare_at_layer(ltv, extracted, here, layer, seed=seed)
         r = by_layer[layer]
@@ -223,7 +210,7 @@ def middle_table(tasks: Sequence[str], mid: int, icl: Mapping[tuple[str, int], M
         rows[t] = {
             "n": icl[t, 0]["n"], "zero-shot": estimate_cell(ref_est[t, 0]),
             best_icl_col: estimate_cell(ref_est[t, best_shots]),
-            ltv_mid_col: estimate_cell(acc["ltv", t, mid]) if (t, mid) in ltv else DID_NOT_TRAIN,
+            ltv_mid_col: estimate_cell(acc["ltv", t, mid]) if (t, mid) in ltv else NOT_LEARNED,
             f"Vanilla TV (L{mid})": estimate_cell(acc["vanilla_tv", t, mid]),
             f"Vanilla TV diff. (L{mid})": estimate_cell(acc["vanilla_tv_difference", t, mid]),
             f"FV (L{mid})": estimate_cell(acc["function_vector", t, mid]),
@@ -249,15 +236,22 @@ def middle_table(tasks: Sequence[str], mid: int, icl: Mapping[tuple[str, int], M
     return pd.DataFrame(rows).T.fillna("–")
 
 
-def plot_heads(indirect_effect: np.ndarray) -> tuple[plt.Figure, Any]:
-    """A task's indirect effect per head (rows) and layer (columns) as a diverging heatmap with its colour bar.
-    Returns the figure and its axes, without title or axis labels."""
-    fig, ax = plt.subplots(figsize=(8, 2.8))
-    ie = indirect_effect
-    im = ax.imshow(ie, aspect="auto", cmap="RdBu_r", vmin=-abs(ie).max(), vmax=abs(ie).max())
-    ax.tick_params(labelsize=9)
-    fig.colorbar(im, ax=ax, label="gain in p(gold)")
-    return fig, ax
+def late_changes(ltv: Mapping[tuple[str, int], np.ndarray], extracted: Mapping[tuple[str, str, int], np.ndarray],
+                 tasks: Sequence[str], late: Sequence[int], middle: int, *, seed: int = 0) -> dict[str, Estimate]:
+    """What moves the LTV's lead between the middle layer and the late ones, averaged over ``tasks``: the LTV's
+    accuracy at the late layers (mean over ``late``) minus at ``middle`` (``"LTV"``), and the same for the
+    strongest extracted vector of each layer (``"strongest extracted"``, :func:`strongest_extracted`); each a
+    stratified bootstrap over the test queries (and the LTV's seeds). Their difference is
+    :func:`~ltvlib.study.extracted.gap_change`."""
+    if not late or not tasks:
+        raise ValueError("late_changes: give at least one late layer and one task")
+    best = {l: strongest_extracted(extracted, tasks, l) for l in (*late, middle)}
+    w = 1.0 / len(late)
+    ltv_terms: dict[str, list[tuple[float, Any] | tuple[float, Any, str]]] = {
+        t: [*((w, ltv[t, l], "seeds") for l in late), (-1.0, ltv[t, middle], "seeds")] for t in tasks}
+    ext_terms: dict[str, list[tuple[float, Any] | tuple[float, Any, str]]] = {
+        t: [*((w, extracted[best[l], t, l]) for l in late), (-1.0, extracted[best[middle], t, middle])] for t in tasks}
+    return {"LTV": task_contrast(ltv_terms, seed=seed), "strongest extracted": task_contrast(ext_terms, seed=seed)}
 
 
 def heads_table(fvs: Mapping[str, Any]) -> pd.DataFrame:
