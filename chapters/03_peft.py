@@ -45,10 +45,10 @@ from myst_nb import glue
 from transformers.utils import logging as hf_logging
 
 from ltvlib.analysis.peft_compare import equal_budget_methods, parameter_units, race_methods
+from ltvlib.book.claim_table import ClaimRow, claim_table
 from ltvlib.book.scorecard import Claim, combine_rule, direction_rule, not_testable, record_claims, threshold_rule
 from ltvlib.ltv import with_config
 from ltvlib.models import load_model
-from ltvlib.study.claim_summary import SummaryRow, summary_markdown
 from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.peft_compare import LR_GRID, tuned_race
 from ltvlib.study.peft_compare_tables import LTV, TIME_AXES, RaceView, diff_text, lr_table, parameters_table, time_ratio
@@ -137,17 +137,12 @@ claims = {
     ),
 }
 
-prefix_gap = diffs.get((t0, "prefix-1"))
-display(Markdown(summary_markdown([
-    SummaryRow("Competitive with LoRA", "92.89 vs 91.63 % (SST-2 table)", f"{t0}: LTV − {LORA1}",
-               diffs.get((t0, LORA1)), claims["competitive"].verdict.value, why="no LTV seed learned"),
-    SummaryRow("Above prefix tuning", "+7.22 points (SST-2 table)", f"{t0}: LTV − prefix-1", prefix_gap,
-               claims["above-prefix"].verdict.value, why="no LTV seed learned"),
-    SummaryRow(f"No slower to {100 * target_accuracy:.0f} %", "0.049 vs 0.050 s per step (SST-2 table)",
-               f"{t0}: LTV time ÷ prefix-1 time", None, claims["cost"].verdict.value,
-               why=(f"{ratios[t0, 'prefix-1'].value:.2f} [{ratios[t0, 'prefix-1'].low:.2f}, "
-                    f"{ratios[t0, 'prefix-1'].high:.2f}], seeds={ratios[t0, 'prefix-1'].n}"
-                    if ratios[t0, "prefix-1"] else "not reached")),
+display(Markdown(claim_table([
+    ClaimRow(claims["competitive"], f"Competitive with LoRA ({t0}: LTV − {LORA1})", "92.89 vs 91.63 % (SST-2 table)",
+             headline=f"{t0}: LTV − {LORA1}" if (t0, LORA1) in diffs else None),
+    ClaimRow(claims["above-prefix"], f"Above prefix tuning ({t0}: LTV − prefix-1)", "+7.22 points (SST-2 table)"),
+    ClaimRow(claims["cost"], f"No slower to {100 * target_accuracy:.0f} % ({t0}: LTV time ÷ prefix-1 time)",
+             "0.049 vs 0.050 s per step (SST-2 table)"),
 ])))
 glue("n_seeds", len(seeds), display=False)
 glue("cap", sched.epochs * sched.samples_per_epoch, display=False)
@@ -178,7 +173,7 @@ for task in task_list:
     display(view.race_table(task, ledger, mid, f"race-{sched.recipe}", target_accuracy))
 display(ledger.summary())
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy of every method, mean over the seeds that count (bars: 95 % seed-and-query bootstrap intervals), per task; the label gives the trainable parameters in units of d. Crosses: the paper's SST-2 numbers on Llama-3.1-8B.", "name": "ch03-fig-test", "alt": "Dot plot of test accuracy per method with intervals and the paper's values as crosses"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy of every method, mean over the seeds that count (bars: 95 % seed-and-query bootstrap intervals), per task; the label gives the trainable parameters in units of d. Crosses: the paper's SST-2 numbers on Llama-3.1-8B.", "name": "ch03-fig-test"}, "image": {"alt": "Dot plot of test accuracy per method with intervals and the paper's values as crosses"}}
 fig, axes = view.plot_test({"ltv": 92.89, "prefix-1": 85.67, LORA1: 91.63})
 for ax, task in zip(axes, task_list):
     ax.set_title(f"{task}: test accuracy after training to convergence", fontsize=10)
@@ -187,7 +182,7 @@ for ax, task in zip(axes, task_list):
 fig.tight_layout()
 plt.show()
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Validation accuracy against training samples seen (upper panel of each task) and against wall-clock seconds, validation included (lower panel), mean over the seeds still training; bands: 95 % Wilson intervals of the pooled validation answers. Dotted: the paper's SST-2 test accuracies.", "name": "ch03-fig-time", "alt": "Learning curves of each method against samples and seconds"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Validation accuracy against training samples seen (upper panel of each task) and against wall-clock seconds, validation included (lower panel), mean over the seeds still training; bands: 95 % Wilson intervals of the pooled validation answers. Dotted: the paper's SST-2 test accuracies.", "name": "ch03-fig-time"}, "image": {"alt": "Learning curves of each method against samples and seconds"}}
 fig, axes = view.plot_time_to_accuracy(sizes.n_val, {"LTV": (92.89, "C3"), "LoRA": (91.63, "C1"),
                                                      "prefix tuning": (85.67, "C0")})
 for task, pair in zip(task_list, axes):

@@ -47,11 +47,12 @@ from matplotlib.ticker import MaxNLocator
 from myst_nb import glue
 from transformers.utils import logging as hf_logging
 
+from ltvlib.book.claim_table import ClaimRow, claim_table
 from ltvlib.book.scorecard import Claim, combine_rule, direction_rule, not_testable, record_claims, threshold_rule
 from ltvlib.ltv_record import LTVRecord
 from ltvlib.models import load_model
+from ltvlib.stats import format_estimate
 from ltvlib.study import ov_key_heads_tables as tables
-from ltvlib.study.claim_summary import SummaryRow, estimate_cell, summary_markdown
 from ltvlib.study.key_heads import key_head_experiment
 from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.ltvs import task_splits, trained_ltv
@@ -138,13 +139,18 @@ att_rule = (combine_rule({
 }) if att_intervals else not_testable(NO_LTV))
 
 dec_text = ", ".join(deciding) or "none"
+
+
+def fmt(e):
+    return format_estimate(e, bounds=True) if e is not None else "not measured"
+
 claims = [
     Claim(paper_claim=3, key="ov-reconstruction",
           statement="Replacing the LTV by its OV-circuit reconstruction keeps much of its gain; the MLP path "
                     "recovers little.",
           paper="SST-2 table: 83 % → 52 % with θ_OV, zero-shot 0 % (Llama-3.1-8B, middle layer); MLP path little",
-          ours=(f"label-space tasks {dec_text} pooled: θ_OV at |θ| {estimate_cell(pov.accuracy['θ_OV at |θ|'])}, "
-                f"random vectors' θ_OV at |θ| differ by {estimate_cell(pov.vs_random['ov/at |θ|'])}"
+          ours=(f"label-space tasks {dec_text} pooled: θ_OV at |θ| {fmt(pov.accuracy['θ_OV at |θ|'])}, "
+                f"random vectors' θ_OV at |θ| differ by {fmt(pov.vs_random['ov/at |θ|'])}"
                 if pov else NO_LTV),
           rule=ov_rule, intervals=ov_intervals, evidence="ch04-fig-ov", evidence_title="Figure 4.1",
           note=f"decided on: {dec_text}; reconstructions at |θ| and in the paper's form, each against random "
@@ -153,20 +159,20 @@ claims = [
           statement="Ablating the top 10 % of heads by saliency hurts far more than ablating as many random heads.",
           paper="SST-2 table: 83 % → 51 % ablating key heads, 78 % ablating random heads (Llama-3.1-8B)",
           ours=(f"label-space tasks {dec_text} pooled, zero-ablation: random-head minus key-head accuracy "
-                f"{estimate_cell(key_gap)}" if key_gap else NO_LTV),
+                f"{fmt(key_gap)}" if key_gap else NO_LTV),
           rule=key_rule, intervals=key_intervals, evidence="ch04-fig-ablation", evidence_title="Figure 4.2",
           note=f"decided on: {dec_text}; key heads = top 10 % of all heads; {n_random} random head sets per task"),
     Claim(paper_claim=3, key="key-head-placement",
           statement="Key heads sit just after the injection layer and in the last layers (a U shape).",
           paper="figure: mostly right after the injection layer and in the last layers (no number)",
-          ours=("; ".join(f"{name}: {estimate_cell(e)}" for name, e in u_intervals.items())
+          ours=("; ".join(f"{name}: {fmt(e)}" for name, e in u_intervals.items())
                 + f" ({n_u} key heads at layers ≥ {mid})" if u_intervals else "not measured"),
           rule=u_rule, intervals=u_intervals, evidence="ch04-fig-placement", evidence_title="Figure 4.3",
           note=f"decided on: {dec_text}; only heads at or after the injection layer, against the uniform spread"),
     Claim(paper_claim=3, key="key-head-attention",
           statement="Key heads attend less to the first token (the attention sink) and more to the final position.",
           paper="figure: less attention to the first token, more to the final position (no number)",
-          ours=("; ".join(f"{name}: {estimate_cell(e)}" for name, e in att_intervals.items())
+          ours=("; ".join(f"{name}: {fmt(e)}" for name, e in att_intervals.items())
                 if att_intervals else "not measured"),
           rule=att_rule, intervals=att_intervals, evidence="ch04-fig-attention", evidence_title="Figure 4.4",
           note=f"decided on: {dec_text}; compared with the other heads of the key heads' layers"),
@@ -174,16 +180,13 @@ claims = [
 by_key = {c.key: c for c in claims}
 
 # %% tags=["remove-input"]
-display(Markdown(summary_markdown([
-    SummaryRow("OV reconstruction keeps much of the gain", "83 % → 52 % (SST-2 table)",
-               "θ_OV at |θ| − random θ_OV at |θ|", pov.vs_random["ov/at |θ|"] if pov else None,
-               by_key["ov-reconstruction"].verdict.value, why=NO_LTV),
-    SummaryRow("Key heads matter more than random heads", "51 % vs 78 % (SST-2 table)",
-               "random − key heads ablated", key_gap, by_key["key-heads"].verdict.value, why=NO_LTV),
-    SummaryRow("Key heads in a U shape", "U shape (figure)", "last third − uniform share",
-               u_shares.get("last third"), by_key["key-head-placement"].verdict.value, why="not measured"),
-    SummaryRow("Key heads attend less to the sink", "less (figure)", "key − other heads, to the first token",
-               att_intervals.get(FIRST), by_key["key-head-attention"].verdict.value, why="not measured"),
+display(Markdown(claim_table([
+    ClaimRow(by_key["ov-reconstruction"], "OV reconstruction keeps much of the gain (θ_OV at |θ| − random)",
+             "83 % → 52 % (SST-2 table)"),
+    ClaimRow(by_key["key-heads"], "Key heads matter more than random heads (random − key heads ablated)",
+             "51 % vs 78 % (SST-2 table)"),
+    ClaimRow(by_key["key-head-placement"], "Key heads in a U shape (first third − uniform share)", "U shape (figure)"),
+    ClaimRow(by_key["key-head-attention"], "Key heads attend less to the sink (key − other heads)", "less (figure)"),
 ])))
 glue("n_learned", len(learned), display=False)
 glue("deciding", dec_text, display=False)
@@ -217,7 +220,7 @@ ov_scale = sum(ovc[t]["ov/paper"]["norm"] for t in deciding) / len(deciding) if 
 glue("ov_scale", f"{ov_scale:.0f}" if deciding else "(not measured)", display=False)
 display(tables.ov_table(ov, ovc, learned) if learned else Markdown(f"Nothing to reconstruct: {NO_LTV}."))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Whole-vocabulary test accuracy per task of the middle-layer LTV, its OV reconstruction and the MLP control, each beside random vectors of the LTV's norm sent through the same map (mean; whiskers: range of the draws), rescaled to |θ| (left) and in the paper's form (right); zero-shot for reference. Other whiskers: Wilson 95 % intervals. Dashed: the paper's SST-2 numbers (Llama-3.1-8B).", "name": "ch04-fig-ov", "alt": "Grouped bars per task for zero-shot, LTV, θ_OV, random θ_OV, MLP control and random MLP, in two panels"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Whole-vocabulary test accuracy per task of the middle-layer LTV, its OV reconstruction and the MLP control, each beside random vectors of the LTV's norm sent through the same map (mean; whiskers: range of the draws), rescaled to |θ| (left) and in the paper's form (right); zero-shot for reference. Other whiskers: Wilson 95 % intervals. Dashed: the paper's SST-2 numbers (Llama-3.1-8B).", "name": "ch04-fig-ov"}, "image": {"alt": "Grouped bars per task for zero-shot, LTV, θ_OV, random θ_OV, MLP control and random MLP, in two panels"}}
 fig, axes = tables.plot_ov(ov, ovc, learned)
 for ax, title in zip(axes, ("rescaled to |θ|", "paper's form")):
     ax.set_title(f"OV and MLP reconstructions, {title}", fontsize=10)
@@ -238,7 +241,7 @@ plt.show()
 display(tables.ablation_table(kh, ltvs, task_list, ledger, "full", mid) if learned
         else Markdown(f"No ablation: {NO_LTV}."))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Whole-vocabulary test accuracy with the middle-layer LTV alone and with heads zero-ablated at the last position: the key heads (top 10 % by saliency) and random head sets of the same size (mean; whiskers: range of the draws); other whiskers: Wilson 95 % intervals. Dashed: the paper's numbers.", "name": "ch04-fig-ablation", "alt": "Bars per task: LTV alone, key heads ablated, random heads ablated"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Whole-vocabulary test accuracy with the middle-layer LTV alone and with heads zero-ablated at the last position: the key heads (top 10 % by saliency) and random head sets of the same size (mean; whiskers: range of the draws); other whiskers: Wilson 95 % intervals. Dashed: the paper's numbers.", "name": "ch04-fig-ablation"}, "image": {"alt": "Bars per task: LTV alone, key heads ablated, random heads ablated"}}
 fig, ax = tables.plot_ablation(kh, learned, {t: True for t in learned})
 ax.set_title(f"Ablating key heads against random heads ({lm.name})", fontsize=10)
 ax.set_xlabel("task (LTV at the middle layer)")
@@ -254,7 +257,7 @@ plt.show()
 # last position to the prompt's first token (the sink) and to itself, compared with the other heads of the
 # same layers (attention to the sink changes strongly with depth).
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Layers of the key heads chosen among the layers at or after the injection layer (dashed), summed over the deciding tasks; grey: the count per layer under a uniform spread.", "name": "ch04-fig-placement", "alt": "Bar chart of key heads per layer with a flat line for the uniform spread"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Layers of the key heads chosen among the layers at or after the injection layer (dashed), summed over the deciding tasks; grey: the count per layer under a uniform spread.", "name": "ch04-fig-placement"}, "image": {"alt": "Bar chart of key heads per layer with a flat line for the uniform spread"}}
 fig, ax = tables.plot_placement(kh, deciding, L, mid)
 ax.set_title("Where the key heads sit (chosen among layers ≥ l)", fontsize=10)
 ax.set_xlabel("layer of the key head")
@@ -263,7 +266,7 @@ ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 fig.tight_layout()
 plt.show()
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Mean attention of the last position to the prompt's first token (left) and to itself (right), key heads against the other heads of the same layers, pooled over the deciding tasks; whiskers: bootstrap 95 % intervals over heads.", "name": "ch04-fig-attention", "alt": "Two bar panels comparing key and other heads' attention"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Mean attention of the last position to the prompt's first token (left) and to itself (right), key heads against the other heads of the same layers, pooled over the deciding tasks; whiskers: bootstrap 95 % intervals over heads.", "name": "ch04-fig-attention"}, "image": {"alt": "Two bar panels comparing key and other heads' attention"}}
 fig, axes = tables.plot_attention(att_pools)
 for ax, title in zip(axes, ("to the first token", "to the final position")):
     ax.set_title(f"attention {title}" if att_pools is not None else NO_LTV, fontsize=10)

@@ -181,7 +181,7 @@ glue("not_learned", ", ".join(f"{t} L{l}" for t, l in points if not trained[t, l
 # %% tags=["hide-input"]
 display(tables.accuracy_table(points, res, ctl, ltvs, label_tasks, ledger))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy (whole vocabulary, top; label words only, bottom) per injection layer of each query's own shift (the LTV; upper bound), the query-mean shift and the constant Wθ, all added to the final-norm input, with zero-shot. Lines: the label-space sweep task; markers at the middle layer: the other tasks. Bands and whiskers: Wilson 95 % intervals. The paper gives no number to draw.", "name": "ch05-fig-reconstruction", "alt": "Accuracy per layer of the LTV's own shift, the mean shift, Wθ and zero-shot"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy (whole vocabulary, top; label words only, bottom) per injection layer of each query's own shift (the LTV; upper bound), the query-mean shift and the constant Wθ, all added to the final-norm input, with zero-shot. Lines: the label-space sweep task; markers at the middle layer: the other tasks. Bands and whiskers: Wilson 95 % intervals. The paper gives no number to draw.", "name": "ch05-fig-reconstruction"}, "image": {"alt": "Accuracy per layer of the LTV's own shift, the mean shift, Wθ and zero-shot"}}
 fig, axes = tables.plot_reconstruction(plan, sweep_task, trained, ctl)
 for ax, (_, title) in zip(axes, tables.PANELS):
     ax.set_title(f"The LTV's shift against its linear reconstruction ({title})", fontsize=10)
@@ -202,7 +202,7 @@ plt.show()
 # %% tags=["hide-input"]
 display(tables.rotation_table(points, ctl, ltvs, ledger))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: cos(v, Qv) per injection layer for the learned LTVs of the label-space sweep task and for random vectors of the same norm (mean; band: range of the draws); 1 means no rotation. Bottom: the change of task alignment the rotation brings, align(Qv) − align(v). The paper reports cos(θ, Qθ) rising with depth (figure, no number).", "name": "ch05-fig-rotation", "alt": "Two line panels per layer: rotation cosine and alignment gain, LTV against random vectors"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: cos(v, Qv) per injection layer for the learned LTVs of the label-space sweep task and for random vectors of the same norm (mean; band: range of the draws); 1 means no rotation. Bottom: the change of task alignment the rotation brings, align(Qv) − align(v). The paper reports cos(θ, Qθ) rising with depth (figure, no number).", "name": "ch05-fig-rotation"}, "image": {"alt": "Two line panels per layer: rotation cosine and alignment gain, LTV against random vectors"}}
 fig, axes = tables.plot_rotation(ctl, sweep_task, sweep_ls, lm.middle_layer)
 for ax, (_, ylabel) in zip(axes, tables.ROTATION_PANELS):
     ax.set_ylabel(ylabel if sweep_ls else "no learned sweep")

@@ -24,7 +24,7 @@ def test_summary_markdown_right_aligns_the_numbers_and_escapes_pipes() -> None:
     lines = text.splitlines()
     assert lines[1] == "|:---|:---|---:|:---|" and len(lines) == 4
     assert "θ_OV at \\|θ\\| − random: +30.0 pts [+10.0, +50.0], n=16" in lines[2]
-    assert lines[3] == "| U shape | figure | too few layers | **not testable at this scale** |"
+    assert lines[3] == "| U shape | figure | too few layers | {verdict}`not testable at this scale` |"
     assert "..." not in text
     with pytest.raises(ValueError, match="at least one row"):
         summary_markdown([])

@@ -1,6 +1,6 @@
-"""A chapter's summary table: one row per claim, the paper's number beside ours with its 95 % interval and n, and the
-verdict. Rendered as a Markdown table (never truncated, numbers right-aligned), so it fits the page's scroll
-container and reads the same in the notebook and the book."""
+"""A chapter's summary table for claims whose numbers are not accuracies (e.g. cosines): one row per claim, the
+paper's statement beside ours with its 95 % interval and n, and the verdict badge. Rendered as a MyST table (never
+truncated, numbers right-aligned). Claims measured as accuracies use :mod:`ltvlib.book.claim_table`."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def estimate_cell(est: Estimate | None, *, why: str = "", digits: int = 1) -> st
 
 
 def summary_markdown(rows: Sequence[SummaryRow]) -> str:
-    """The table as Markdown: claim | paper | ours (measure: value [95 % interval], n) | verdict, the numbers'
-    column right-aligned. Pipes in cells are escaped."""
+    """The table as MyST: claim | paper | ours (measure: value [95 % interval], n) | verdict (the book's
+    ``{verdict}`` badge), the numbers' column right-aligned. Pipes in cells are escaped."""
     if not rows:
         raise ValueError("summary_markdown: give at least one row")
 
@@ -49,5 +49,5 @@ def summary_markdown(rows: Sequence[SummaryRow]) -> str:
     out = ["| claim | paper | ours (95 % interval, n) | verdict |", "|:---|:---|---:|:---|"]
     for r in rows:
         ours = f"{r.measure}: {estimate_cell(r.ours, why=r.why)}" if r.measure else estimate_cell(r.ours, why=r.why)
-        out.append("| " + " | ".join(cell(x) for x in (r.claim, r.paper, ours, f"**{r.verdict}**")) + " |")
+        out.append("| " + " | ".join(cell(x) for x in (r.claim, r.paper, ours, f"{{verdict}}`{r.verdict}`")) + " |")
     return "\n".join(out)
