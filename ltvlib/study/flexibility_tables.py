@@ -2,7 +2,7 @@
 
 :class:`FlexView` holds one run's measurements (``results[task, setting name]``), the settings, the tasks each
 column covers and the chapter's :class:`~ltvlib.study.ltv_report.LTVLedger`; its methods are the chapter's tables
-(Table 2.1, 2.2, the cost), figures and the numbers each claim's rule rests on. Every LTV number passes through
+(Table 2.1, 2.2, the cost), its figure and the numbers each claim's rule rests on. Every LTV number passes through
 the ledger, in the order the chapter shows it. The measuring module (:mod:`ltvlib.study.flexibility`) is
 untouched: its source keys the cached measurements. The rules themselves live in the chapter (``study/`` does
 not import the scorecard).
@@ -10,7 +10,7 @@ not import the scorecard).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,9 @@ from .flexibility import (
     setting_result,
     task_mean_contrast,
 )
-from .ltv_report import DID_NOT_TRAIN
+
+NOT_LEARNED = "did not learn"
+"""A cell for an LTV that did not learn (:func:`ltvlib.ltv.learned_rule`): it enters no mean or verdict."""
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
@@ -61,9 +63,9 @@ WHERE_T1, WHERE_T2, WHERE_V = "Table 2.1", "Table 2.2", "verdict table"
 
 
 def short(est: Estimate | None) -> str:
-    """``"43.5 [36.8, 50.4]"`` (percent, or signed points for a difference); ``"did not train"`` for None."""
+    """``"43.5 [36.8, 50.4]"`` (percent, or signed points for a difference); ``"did not learn"`` for None."""
     if est is None:
-        return DID_NOT_TRAIN
+        return NOT_LEARNED
     sign = "+" if est.difference else ""
     return f"{100 * est.value:{sign}.1f} [{100 * est.low:{sign}.1f}, {100 * est.high:{sign}.1f}]"
 
@@ -74,7 +76,7 @@ def _known(est: Estimate | None) -> Estimate:
     return est
 
 
-def estimate_or(est: Estimate | None, missing: str = DID_NOT_TRAIN, **kw: Any) -> str:
+def estimate_or(est: Estimate | None, missing: str = NOT_LEARNED, **kw: Any) -> str:
     """:func:`ltvlib.stats.format_estimate` of ``est``, or ``missing`` for None."""
     return format_estimate(est, **kw) if est else missing
 
@@ -159,27 +161,7 @@ class FlexView:
         return task_mean_contrast({t: ma[t] for t in common}, {t: mb[t] for t in common}, weight=weight,
                                   rows=rows), tuple(common)
 
-    # -- set-up ---------------------------------------------------------------------------------------------
-    def describe_setup(self, lm: LoadedModel, run_label: str, run: Any, flex: Any, n_test: int | None) -> str:
-        """The set-up paragraph (Markdown): model, run label, tasks, sizes, seeds and the columns' coverage."""
-        n_new = sum(len(self.col_tasks[s.name]) * len(self.seeds_of(s)) for s in self.settings[1:] + self.late)
-        return (
-            f"**Model** `{lm.name}` ({lm.n_layers} layers, middle layer {lm.middle_layer}). **Profile** "
-            f"`{run_label}`, recipe `{run.recipe.recipe}`: {len(self.task_list)} tasks ({', '.join(self.task_list)}); "
-            f"LTVs trained on {run.n_train} queries (validation {run.n_val}); every method tested on the first "
-            f"{n_test if n_test is not None else 'all'} test queries of each task (fewer where a task has fewer), "
-            f"the same queries zero-shot and {flex.icl_shots}-shot. Training seeds: {len(self.base_seeds)} for the "
-            f"baseline column ({', '.join(map(str, self.base_seeds))}: the middle-layer vectors chapter 00 trains, "
-            f"read back from the shared cache), {len(self.other_seeds)} for every other column "
-            f"({', '.join(map(str, self.other_seeds))}); {n_new} LTVs besides the baseline's. "
-            + ("Every column covers every task." if all(self.col_tasks[s.name] == self.task_list for s in self.columns)
-               else "Columns on fewer tasks: " + "; ".join(f"`{s.name}` on {self.coverage(s.name)}"
-                                                          for s in self.columns
-                                                          if self.col_tasks[s.name] != self.task_list)
-               + " (the plan above says why).")
-            + (" (The smoke profile uses 2-shot prompts for the ICL setting.)" if flex.icl_shots != 8 else "")
-        )
-
+    # -- tables ---------------------------------------------------------------------------------------------
     def settings_table(self) -> pd.DataFrame:
         """One row per setting (index ``setting``): its sites, layers, positions, vectors per LTV, shots, LTV seeds,
         tasks covered and the paper's column."""
@@ -191,15 +173,14 @@ class FlexView:
             for s in self.columns
         ]).set_index("setting")
 
-    # -- tables ---------------------------------------------------------------------------------------------
     def icl_name(self) -> str:
         """The name of the k-shot setting."""
         return next(s.name for s in self.settings if s.shots)
 
-    def table1(self, icl_shots: int, model_name: str) -> tuple[str, pd.DataFrame]:
+    def table1(self, icl_shots: int) -> pd.DataFrame:
         """Table 2.1 (rows: each method's mean, ours and the paper's; the zero-shot-trained LTV on the k-shot prompt;
-        the baseline LTV over each column's tasks; coverage, trained LTVs, queries, seeds; columns ``"<setting>:
-        <sites>"``) and its caption (Markdown). Fills ``est_mean`` and ``base_same``."""
+        the baseline LTV over each column's tasks; coverage, learned LTVs, queries, seeds; columns ``"<setting>:
+        <sites>"``). Fills ``est_mean`` and ``base_same``."""
         columns, icl_name = self.columns, self.icl_name()
         rows = {}
         for m, label in METHODS.items():
@@ -220,23 +201,12 @@ class FlexView:
         rows[same_row] = [short(self.base_same[s.name][0]) if self.col_tasks[s.name] != self.task_list
                           else "(= baseline column)" for s in columns]
         rows["tasks of the column"] = [self.coverage(s.name) for s in columns]
-        rows["LTV tasks trained"] = [f"{len(self.est_mean[s.name, 'ltv'][1])} of {len(self.col_tasks[s.name])}"
+        rows["LTV tasks learned"] = [f"{len(self.est_mean[s.name, 'ltv'][1])} of {len(self.col_tasks[s.name])}"
                                      for s in columns]
         rows["test queries (the column's tasks)"] = [str(sum(self.results[t, s.name].n for t in self.col_tasks[s.name]))
                                                      for s in columns]
         rows["LTV seeds"] = [str(len(self.seeds_of(s))) for s in columns]
-        table = pd.DataFrame(rows, index=[f"{s.name}: {s.label}" for s in columns]).T
-        partial = self.partial()
-        caption = (
-            f"**Table 2.1.** Ours ({model_name}) against the paper's (Llama-3.1-8B, mean over its seven tasks; "
-            "empty: the paper has no number for that column). Each of our means runs over the tasks its column "
-            "covers (row \"tasks of the column\")"
-            + (f"; {', '.join(partial)} cover fewer tasks than the baseline, so for them the row \"{same_row}\" "
-               f"gives the like-for-like reference: the baseline LTV averaged over the same tasks. Their means are "
-               f"not over the baseline's {len(self.task_list)} tasks, and the paper's numbers are seven-task means."
-               if partial else ".")
-        )
-        return caption, table
+        return pd.DataFrame(rows, index=[f"{s.name}: {s.label}" for s in columns]).T
 
     def partial(self) -> list[str]:
         """The columns that cover fewer tasks than the baseline."""
@@ -244,7 +214,7 @@ class FlexView:
 
     def per_task_table(self, run_label: str) -> pd.DataFrame:
         """Table 2.2: rows ``(task, method)`` and ``(task, "test queries")``, columns the settings; cells
-        :func:`short` of :func:`~ltvlib.study.flexibility.cell_estimate`, ``"did not train"``, or ``"not run in
+        :func:`short` of :func:`~ltvlib.study.flexibility.cell_estimate`, ``"did not learn"``, or ``"not run in
         `<run_label>`"``."""
         not_run = f"not run in `{run_label}`"
         per_task = {}
@@ -256,7 +226,7 @@ class FlexView:
                         cells.append(not_run)
                         continue
                     x = self.matrix(t, s.name, m, WHERE_T2)
-                    cells.append(short(cell_estimate(x)) if x is not None else DID_NOT_TRAIN)
+                    cells.append(short(cell_estimate(x)) if x is not None else NOT_LEARNED)
                 per_task[t, label] = cells
             per_task[t, "test queries"] = [str(self.results[t, s.name].n) if (t, s.name) in self.results
                                            else not_run for s in self.columns]
@@ -319,47 +289,6 @@ class FlexView:
         fig.legend(loc="lower center", ncol=3, fontsize=9, frameon=False)
         return fig, ax
 
-    def plot_tasks(self) -> tuple[plt.Figure, np.ndarray]:
-        """One panel per task (in ``task_list`` order, row by row; spare panels switched off): each setting's LTV
-        (red; a cross where it did not train), the strongest extracted vector there (blue) and no vector (grey) with
-        intervals; the paper's LTV as black dashes. Returns the figure and its ``(rows, 2)`` axes, without titles or
-        axis labels."""
-        task_list, columns = self.task_list, self.columns
-        ncols = min(2, len(task_list))
-        nrows = int(np.ceil(len(task_list) / ncols))
-        height = 2.3 * nrows + 2.2
-        fig, axes = plt.subplots(nrows, ncols, figsize=(8, height), sharex=True, sharey=True, squeeze=False)
-        for ax, t in zip(axes.flat, task_list):
-            for s_i, s in enumerate(columns):
-                if (t, s.name) not in self.results:
-                    continue  # not run on this task in this run
-                ltv_x = self.matrix(t, s.name, "ltv", "Figure 2.2")
-                ex = {m: self.results[t, s.name].correct[m] for m in EXTRACTED_METHODS}
-                best = max(ex, key=lambda m: ex[m].mean())
-                for m, x, off, color in (("ltv", ltv_x, -0.15, "C3"), (best, ex[best], 0.0, "C0"),
-                                         ("none", self.results[t, s.name].correct["none"], 0.15, "0.5")):
-                    if x is None:
-                        ax.plot(s_i + off, 0, marker="x", color=color, ms=5)
-                        continue
-                    e = cell_estimate(x)
-                    ax.errorbar(s_i + off, 100 * e.value,
-                                yerr=[[100 * (e.value - e.low)], [100 * (e.high - e.value)]],
-                                fmt="o", color=color, ms=3.5, lw=1, capsize=2)
-                if s.paper_column:
-                    ax.plot([s_i - 0.3, s_i + 0.3], [PAPER_TABLE1["ltv"][s.paper_column]] * 2, color="k", ls="--",
-                            lw=1)
-            ax.set_ylim(-3, 103)
-        for ax in axes.flat[len(task_list):]:
-            ax.axis("off")
-        for ax in axes[-1]:
-            ax.set_xticks(range(len(columns)))
-            ax.set_xticklabels([s.name for s in columns], rotation=45, ha="right", fontsize=9)
-        handles = [plt.Line2D([], [], color=c, marker=mk, ls=ls, ms=5) for c, mk, ls in
-                   (("C3", "o", ""), ("C0", "o", ""), ("0.5", "o", ""), ("C3", "x", ""), ("k", "", "--"))]
-        fig.legend(handles, ["LTV", "best extracted vector", "no vector", "LTV did not train",
-                             "paper's LTV (7-task mean)"], loc="lower center", ncol=3, fontsize=9, frameon=False)
-        return fig, axes
-
     # -- the numbers the verdicts rest on -------------------------------------------------------------------
     def best_extracted(self, name: str) -> str:
         """The extracted method with the highest mean over tasks in setting ``name``."""
@@ -412,89 +341,3 @@ class FlexView:
             "tasks": tuple(t for t in task_list if all(t in self.col_tasks[s.name] for s in self.late)),
         }
 
-    def summary_markdown(self, numbers: Mapping[str, dict[str, Any]], icl_shots: int) -> str:
-        """The measured numbers per column in bullets (Markdown), with the paper's, and the k-shot prompt's."""
-        est_mean, settings, icl_name = self.est_mean, self.settings, self.icl_name()
-        lines = []
-        base_est = est_mean["baseline", "ltv"][0]
-        lines.append(f"- **baseline** ({settings[0].label}): LTV {estimate_or(base_est)}; "
-                     + ", ".join(f"{METHODS[m]} {format_estimate(_known(est_mean['baseline', m][0]))}"
-                                 for m in (*EXTRACTED_METHODS, "none"))
-                     + ". Paper (seven tasks): LTV 83.49 %, Vanilla TV 37.80 %, FV 37.30 %.")
-        for s in settings[1:] + self.late:
-            x = numbers[s.name]
-            paper = (f" Paper (seven tasks): LTV {PAPER_TABLE1['ltv'][s.paper_column]:.2f} %, Vanilla TV "
-                     f"{PAPER_TABLE1['vanilla_tv'][s.paper_column]:.2f} %, FV "
-                     f"{PAPER_TABLE1['function_vector'][s.paper_column]:.2f} %."
-                     if s.paper_column else " Paper: no number (text only).")
-            lines.append(
-                f"- **{s.name}** ({s.label}; tasks: {self.coverage(s.name)}): LTV {estimate_or(x['ltv'])}"
-                + (f" (the baseline LTV over the same tasks: {estimate_or(x['base_same'])})"
-                   if x["tasks"] != self.task_list else "")
-                + f"; strongest extracted vector {METHODS[x['best']]} {format_estimate(x['best_est'])}; LTV − "
-                f"{METHODS[x['best']]} {estimate_or(x['diff'], 'n/a')}; LTV − {x['share']:.1f} × baseline LTV "
-                f"{estimate_or(x['keep'], 'n/a')}.{paper}"
-            )
-        icl_zs = est_mean[icl_name, "ltv_zero_shot_trained"][0]
-        lines.append(
-            f"- **On the {icl_shots}-shot prompt** (tasks: {self.coverage(icl_name)}) the prompt alone reaches "
-            f"{format_estimate(_known(est_mean[icl_name, 'none'][0]))}; the LTV trained on {icl_shots}-shot prompts "
-            f"{estimate_or(est_mean[icl_name, 'ltv'][0])}, the zero-shot-trained LTV injected there "
-            f"{estimate_or(icl_zs)}."
-        )
-        return "\n".join(lines)
-
-    def paper_text(self, s: Setting) -> str:
-        """What the paper reports for a setting (its Table 1 column, or its text)."""
-        if not s.paper_column:
-            return "in the text only: the LTV keeps working there, the extracted vectors do not (no number)"
-        p = {m: PAPER_TABLE1[m][s.paper_column] for m in PAPER_TABLE1}
-        baseline = self.settings[0].paper_column
-        assert baseline is not None  # the baseline setting is Table 1's first column
-        return (f"LTV {p['ltv']:.2f} %, Vanilla TV {p['vanilla_tv']:.2f} %, FV {p['function_vector']:.2f} %; the LTV "
-                f"keeps {p['ltv'] / PAPER_TABLE1['ltv'][baseline]:.0%} of its baseline 83.49 % "
-                f"(Table 1, {s.paper_column}; Llama-3.1-8B, seven tasks)")
-
-    def ours_text(self, x: Mapping[str, Any]) -> str:
-        """What we measured for a column (from :meth:`column_numbers`), for its claim."""
-        ours = (f"LTV {estimate_or(x['ltv'])}, {METHODS[x['best']]} {format_estimate(x['best_est'])} "
-                + (f"(mean over {len(x['tasks_diff'])} tasks: {', '.join(x['tasks_diff'])})" if x["tasks_diff"] else
-                   f"(no task's LTV trained; the column's tasks: {', '.join(x['tasks'])})"))
-        if x["tasks"] != self.task_list:
-            ours += f"; the baseline LTV over the same tasks {estimate_or(x['base_same'])}"
-        return ours
-
-    def coverage_note(self, x: Mapping[str, Any], why_fewer: str | None, run_label: str) -> str:
-        """The claim's note where its column covers fewer tasks than the baseline (and the paper); else ``""``."""
-        if x["tasks"] == self.task_list:
-            return ""
-        return (f"Measured on {len(x['tasks'])} of the {len(self.task_list)} tasks ({', '.join(x['tasks'])}): "
-                f"{why_fewer or f'not run in {run_label}'}. Its means and its comparison with the baseline run over "
-                f"those tasks, while the paper's numbers are seven-task means; part (c) of the verdict says what "
-                f"was not measured.")
-
-    def verdict_table(self, claims: Sequence[Any], numbers: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
-        """One row per claim (index ``claim``): verdict, tasks, queries, seeds, the LTV, the strongest extracted
-        vector, parts (a) and (b) and the rule's reason."""
-        return pd.DataFrame([
-            {"claim": c.key, "verdict": c.verdict.value, "tasks": len(numbers[c.key]["tasks"]),
-             "queries (the column's tasks)": c.n, "LTV seeds": c.seeds,
-             "LTV": short(numbers[c.key]["ltv"]), "strongest extracted": METHODS[numbers[c.key]["best"]],
-             "(a) LTV − strongest extracted (pts)": short(numbers[c.key]["diff"]),
-             "(b) LTV − share × baseline (pts)": f"{short(numbers[c.key]['keep'])} (share {numbers[c.key]['share']:.1f})",
-             "rule": c.rule_result.reason}
-            for c in claims
-        ]).set_index("claim")
-
-    def text_values(self, claim: Any, numbers: Mapping[str, dict[str, Any]], model_name: str) -> dict[str, Any]:
-        """The values the interpretation texts of a column's claim are filled with."""
-        x = numbers[claim.key]
-        parts = "; ".join(f"{k}: {v['verdict']}" for k, v in claim.rule_result.inputs.get("parts", {}).items())
-        return {
-            "key": claim.key, "label": next((s.label for s in self.settings if s.name == claim.key), "late layers"),
-            "n_tasks": len(x["tasks_diff"]), "ltv": estimate_or(x["ltv"]),
-            "best_name": METHODS[x["best"]], "diff": format_estimate(x["diff"], bounds=True) if x["diff"] else "n/a",
-            "keep": format_estimate(x["keep"], bounds=True) if x["keep"] else "n/a",
-            "share": f"{x['share']:.0%}", "share_f": f"{x['share']:.1f}", "parts": parts or claim.rule_result.reason,
-            "model": model_name, "seeds": claim.seeds, "reason": claim.rule_result.reason,
-        }

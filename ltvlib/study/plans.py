@@ -264,25 +264,16 @@ def mechanism_plan(n_layers: int, profile: Profile) -> dict[str, list[int]]:
     return {"sst2": sorted({round(n / 4), mid, round(3 * n / 4)}), "antonym": [mid]}  # smoke
 
 
-_CPU_DEAR_ON_RTE = ("position4", "icl8")
-"""The two ``cpu`` columns left without RTE: measured on the warm cache (machine shared), RTE's P={4} LTV took
-757 s and its 8-shot LTV 517 s, the two dearest LTVs of the chapter (the other RTE columns 164-232 s)."""
-
 FLEX_SIZES: dict[str, FlexSizes] = {
     "smoke": FlexSizes(tasks=("antonym", "sst2"), icl_shots=2, n_late=1, layer_steps=(4,),
                        setting_tasks={n: ("antonym",) for n in ("position4", "layers_x_positions", "icl2")},
                        why_fewer="the smoke profile checks the code paths only"),
-    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), n_test=100,
-                     setting_tasks={n: tuple(t for t in PAPER_TASKS if t != "rte") for n in _CPU_DEAR_ON_RTE},
-                     why_fewer="RTE's 82-token prompts make these two columns' LTVs the dearest of the chapter "
-                               "(757 s and 517 s), past the cpu book's 150-minute budget on two CPU cores; the "
-                               "paper profile runs them"),
+    "cpu": FlexSizes(tasks=PAPER_TASKS, n_late=1, layer_steps=(4,), n_test=100),
     "paper": FlexSizes(tasks=PAPER_TASKS, n_late=None, seeds=(0, 1, 2)),
 }
 """Per profile. ``paper``: the seven tasks in every column, three seeds each, every layer of the last quarter and
 the text-only "every second layer" setting. ``cpu``: the seven tasks in every column of Table 1 and in the
-last-layer column except RTE in the P={4} and 8-shot columns (:data:`_CPU_DEAR_ON_RTE`: over the book's
-budget, so those two columns' verdicts carry a part "not measured at this budget"); the baseline column with the
+last-layer column; the baseline column with the
 three seeds chapter 00 trains (shared cache: no new training), one seed in every other column (40 LTVs); 100
 test queries per task (Capital: 50), the same in every column; the table's every-4th-layer column and layer 29
 only. ``smoke``: the code paths only (Antonym and SST-2, the dear columns on Antonym alone).
