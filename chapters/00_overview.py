@@ -190,7 +190,8 @@ glue("ch00-verdict", Markdown(interpretation.markdown().replace("\n\n", " ")), d
 # answer. Averages over tasks are unweighted, like the paper's.
 #
 # **Tasks.** Capital, Capitalize and Antonym (word-level generation, from the function-vector data of
-# {cite:t}`todd2024function`) and SST-2, TREC, SNLI and RTE (classification, with labels as single-token words):
+# {cite:t}`todd2024function`) and SST-2 {cite:p}`socher2013sst`, TREC {cite:p}`li2002trec`, SNLI {cite:p}`bowman2015snli` and RTE
+# (classification, with labels as single-token words):
 #
 # ```{glue} ch00-tasks
 # ```

@@ -208,8 +208,8 @@ glue("ch02-verdicts", Markdown("\n".join(lines)), display=False)
 # :::{dropdown} How it was measured
 # **Where each vector goes.** The LTV: one independent vector per (layer, position), trained jointly and *added* at
 # the input of each block; in the ICL column it is trained on {glue:text}`ch02-icl-shots`-shot prompts. The
-# Vanilla TV: the ICL prompts' mean last-token state leaving each block, *replacing* the stream at the output of
-# that block, or the ICL-minus-zero-shot difference *added* there. The FV: one vector per task, *added* at the
+# Vanilla TV {cite:p}`hendel2023taskvectors`: the ICL prompts' mean last-token state leaving each block, *replacing* the stream at the output of
+# that block, or the ICL-minus-zero-shot difference *added* there. The FV {cite:p}`todd2024function`: one vector per task, *added* at the
 # output of every block and position of the setting. Every method is scored on the same test queries; the metric
 # is the top-1 next token over the whole vocabulary against the first token of the gold answer.
 #
