@@ -62,11 +62,11 @@ def test_parameter_counts_by_hand(llama, gemma):
 def test_parameter_counts_in_units_of_d(llama, gemma):
     units = {m.name: pc.parameter_units(llama, m) for m in pc.race_methods(llama)}
     # prefix tuning trains a key and a value in every layer: one virtual token is 2 L H_kv h = 3d here
-    assert units == {"ltv": "1d", "prompt-1": "1d", "prefix-1": "3d", "lora-r1-o1": "2d", "lora-r8-qv": "84d",
-                     "prefix-20": "60d", "prompt-20": "20d"}
+    assert units == {"ltv": "1d", "prompt-1": "1d", "prefix-1-L1": "1d", "prefix-1": "3d", "lora-r1-o1": "2d",
+                     "lora-r8-qv": "84d", "prefix-20": "60d", "prompt-20": "20d"}
     assert pc.parameter_units(gemma, pc.Method("x", "lora", 1e-3, rank=1, layers=(1,))) == "3d"  # 4 x 32 + 64
     assert pc.parameter_units(gemma, pc.Method("x", "lora", 1e-3, rank=1, targets=("k_proj",), layers=(1,))) == "1.50d"
-    assert [m.budget for m in pc.race_methods(llama)] == ["equal"] * 4 + ["default"] * 3
+    assert [m.budget for m in pc.race_methods(llama)] == ["equal"] * 5 + ["default"] * 3
 
 
 def test_stopping_rule_validation_points():
@@ -141,7 +141,8 @@ def test_time_to_accuracy_reads_the_first_point_at_the_target():
     assert pc.time_to_accuracy(curve, 0.8) is None
 
 
-@pytest.mark.parametrize("kind", ["ltv", "prompt-1", "prefix-1", "lora", "lora-r8-qkvo", "prefix-10", "prompt-10"])
+@pytest.mark.parametrize("kind", ["ltv", "prompt-1", "prefix-1", "prefix-1-L1", "lora", "lora-r8-qkvo", "prefix-10",
+                                  "prompt-10"])
 def test_each_adapter_lowers_its_loss(llama, prepared_llama, kind):
     methods = {m.name: m for m in all_methods(llama)}
     method = methods.get(kind) or next(m for m in methods.values() if m.kind == kind)
@@ -263,6 +264,36 @@ def test_prefix_starts_as_the_models_own_keys_and_values(tiny):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     finally:
         trainee.close()
+
+
+def test_one_layer_prefix_trains_its_layer_only(tiny):
+    """Prefix tuning at one layer: the same one-token prefix as prefix-1, frozen, with a trainable change of the
+    keys and values of that layer only (2 H_kv h parameters, at most d); a step moves that layer's slice of the
+    prefix and no other."""
+    method = next(m for m in all_methods(tiny) if m.kind == "prefix_tuning" and m.layers is not None)
+    layer = method.layers[0]
+    prepared = pc.prepare(tiny, load_splits("sst2", n_train=8, n_val=4, n_test=4))
+    trainee = pc.make_trainee(tiny, method, init_range=0.1, seed=0)
+    try:
+        g = tiny.geometry
+        kv = g.n_kv_heads * g.head_dim
+        assert trainee.n_trainable() == 2 * kv == pc.parameter_formula(tiny, method)[0] <= tiny.d_model
+        encoder = trainee.model.prompt_encoder[trainee.model.active_adapter]
+        tokens = torch.zeros(1, 1, dtype=torch.long)
+        before = encoder(tokens).detach().clone()
+        opt = torch.optim.AdamW(trainee.params, lr=0.1)
+        answers = [prepared.train_answers[i] for i in range(4)]
+        logits, valid = trainee.logits(prepared.train, list(range(4)), answers)
+        answer_loss(logits, answers, valid).backward()
+        opt.step()
+        moved = (encoder(tokens).detach() != before)[0, 0]
+        inside = torch.zeros_like(moved)
+        inside[2 * layer * kv:(2 * layer + 2) * kv] = True
+        assert moved[inside].any() and not moved[~inside].any()
+    finally:
+        trainee.close()
+    with pytest.raises(ValueError, match="layer"):
+        pc.make_trainee(tiny, pc.Method("p", "prefix_tuning", 0.1, layers=(99,)), init_range=0.1, seed=0)
 
 
 # ------------------------------------------------------------------------------------------- the race

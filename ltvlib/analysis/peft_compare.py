@@ -100,7 +100,9 @@ class Method:
         virtual_tokens: prompt/prefix tuning: number of virtual tokens.
         rank: LoRA rank ``r``; alpha: LoRA ``alpha`` (scale ``alpha / r``), default ``2 r``.
         targets: LoRA: projections adapted (names in :data:`PROJECTIONS`).
-        layers: LoRA: adapted layers (None = every layer); LTV: its layer (None = the middle layer).
+        layers: LoRA: adapted layers (None = every layer); LTV: its layer (None = the middle layer); prefix
+            tuning: the layers whose virtual keys and values train (None = every layer; the other layers keep the
+            prefix's starting keys and values, those the model computes for random tokens).
         budget: ``"equal"`` (the paper's parameter budget), ``"usual"`` (a customary setting) or ``"default"``
             (the library's own default configuration, :func:`default_methods`).
     """
@@ -139,13 +141,15 @@ LORA_LR = 1e-2
 
 
 def equal_budget_methods(lm: LoadedModel, *, ltv_lr: float = LTV_LR) -> list[Method]:
-    """The paper's budgets: LTV (d), 1 virtual token of prompt tuning (d) and of prefix tuning
-    (2 L H_kv h), rank-1 LoRA on ``o_proj`` of the middle layer (``H h + d``, = 2d on SmolLM2).
+    """The paper's budgets: LTV (d), 1 virtual token of prompt tuning (d), of prefix tuning trained at the middle
+    layer only (2 H_kv h, at most d: 0.67d on SmolLM2) and in every layer (2 L H_kv h), rank-1 LoRA on ``o_proj``
+    of the middle layer (``H h + d``, = 2d on SmolLM2).
     ``ltv_lr``: the LTV's learning rate (default the fast recipe's, absolute; the race passes its schedule's)."""
     mid = lm.middle_layer
     return [
         Method("ltv", "ltv", ltv_lr, layers=(mid,)),
         Method("prompt-1", "prompt_tuning", PROMPT_LR, virtual_tokens=1),
+        Method(f"prefix-1-L{mid}", "prefix_tuning", PREFIX_LR, virtual_tokens=1, layers=(mid,)),
         Method("prefix-1", "prefix_tuning", PREFIX_LR, virtual_tokens=1),
         Method(f"lora-r1-o{mid}", "lora", LORA_LR, rank=1, targets=("o_proj",), layers=(mid,)),
     ]
@@ -212,6 +216,9 @@ def parameter_formula(lm: LoadedModel, method: Method) -> tuple[int, str]:
         return n * d, f"n d = {n} x {d}"
     if method.kind == "prefix_tuning":
         n, kv = method.virtual_tokens, g.n_kv_heads * g.head_dim
+        if method.layers is not None:
+            k = len(method.layers)
+            return n * 2 * k * kv, f"n 2 (layers) H_kv h = {n} x 2 x {k} x {g.n_kv_heads} x {g.head_dim}"
         return n * 2 * n_layers * kv, f"n 2 L H_kv h = {n} x 2 x {n_layers} x {g.n_kv_heads} x {g.head_dim}"
     layers = method.layers if method.layers is not None else tuple(range(n_layers))
     per_layer = sum(method.rank * sum(projection_shape(lm, t)) for t in method.targets)
@@ -375,9 +382,13 @@ class PeftTrainee(Trainee):
         self.model = get_peft_model(copy.deepcopy(lm.model) if copy_model else lm.model, config)
         self.model.eval()  # no dropout anywhere; gradients still flow to the adapter
         self.init_tokens: list[int] | None = None
+        self._hook: Any = None
+        extra: list[Tensor] = []
         if method.kind == "prefix_tuning":
             self.init_tokens = self._init_prefix(seed)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
+            if method.layers is not None:
+                extra = [self._train_prefix_layers(method.layers)]
+        self.params = [p for p in self.model.parameters() if p.requires_grad] + extra
         self.pad_id = lm.tokenizer.pad_token_id
 
     @torch.no_grad()
@@ -402,6 +413,27 @@ class PeftTrainee(Trainee):
             raise ValueError(f"prefix of {weight.numel()} values cannot hold the model's keys/values {tuple(kv.shape)}")
         weight.copy_(kv.permute(3, 0, 1, 2, 4).reshape(n, -1).to(weight.dtype))
         return tokens[0].tolist()
+
+    def _train_prefix_layers(self, layers: Sequence[int]) -> Tensor:
+        """Freeze the prefix and train, at ``layers`` only, a change ``(n, 2 len(layers) H_kv h)`` of its keys and
+        values (zero at the start), added to the prefix encoder's output by a forward hook (removed by
+        :meth:`close`). peft's layout puts layer ``l``'s key at rows ``2 l`` and its value at ``2 l + 1`` of the
+        ``(2 L, H_kv, h)`` view of a virtual token's embedding."""
+        g = self.lm.geometry
+        kv = g.n_kv_heads * g.head_dim
+        for l in layers:
+            check_layer(l, self.lm.n_layers)
+        encoder: Any = self.model.prompt_encoder[self.model.active_adapter]
+        weight = encoder.embedding.weight
+        weight.requires_grad_(False)
+        index = torch.cat([torch.arange(2 * l * kv, (2 * l + 2) * kv) for l in layers]).to(weight.device)
+        delta = torch.zeros(weight.shape[0], len(index), dtype=weight.dtype, device=weight.device, requires_grad=True)
+
+        def add_delta(module: Any, args: tuple, output: Tensor) -> Tensor:
+            return output.index_add(-1, index, delta.expand(*output.shape[:-1], -1))
+
+        self._hook = encoder.register_forward_hook(add_delta)
+        return delta
 
     def logits(self, prompts, index, answers):
         rows = [list(prompts.shared) + list(prompts.rows[i]) for i in index]
@@ -428,6 +460,9 @@ class PeftTrainee(Trainee):
         return out.logits, valid
 
     def close(self) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
         del self.model
         self.params = []
 
