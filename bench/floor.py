@@ -25,6 +25,7 @@ import argparse
 import inspect
 import json
 import time
+from typing import Any
 
 
 def gemm_rate(seconds: float = 2.0, shape: tuple[int, int, int] = (1024, 576, 1536)) -> float:
@@ -116,7 +117,7 @@ def floor_rows(lm, task: str, *, profile: str, layer: int | None = None, rate_se
         wall = time.perf_counter() - t
         if cold:
             prompt_store.STORE.clear()  # the counted run makes the same first forwards
-        flops, by_op, counted = counted_flops(lambda: train(seed))
+        flops, by_op, counted = counted_flops(lambda s=seed: train(s))
         rows.append({"run": name, "seed": seed, "wall_s": wall, "steps": ltv.training.steps,
                      "counted_steps": counted.training.steps, "flops": flops, "by_op": by_op})
     rates.append(gemm_rate(rate_seconds))
@@ -141,7 +142,7 @@ def seeds_rows(lm, task: str, *, profile: str, layer: int | None = None, n_seeds
     prof = get_profile(profile)
     layer = lm.middle_layer if layer is None else layer
     splits = load_splits(task, seed=0, n_train=prof.n_train, n_val=prof.n_val)
-    kw = dict(layers=[layer], recipe=prof.recipe, splits=splits)
+    kw: dict[str, Any] = {"layers": [layer], "recipe": prof.recipe, "splits": splits}
     train_ltv(lm, task, seed=99, progress=False, **kw)  # fills the prompt store: both paths start warm
     seeds = list(range(n_seeds))
     times: dict[str, list[float]] = {"one after another": [], "together": []}
@@ -162,8 +163,9 @@ def seeds_rows(lm, task: str, *, profile: str, layer: int | None = None, n_seeds
 
 
 def report(floor: dict, seeds: dict | None) -> str:
-    lines = [f"model {floor['model']}, task {floor['task']}, layer {floor['layer']}, profile {floor['profile']}; "
-             f"best fp32 GEMM {floor['rate_gflops']:.1f} GFLOP/s (measured {', '.join(f'{r:.1f}' for r in floor['gemm_gflops'])})",
+    lines = [(f"model {floor['model']}, task {floor['task']}, layer {floor['layer']}, profile {floor['profile']}; "
+              f"best fp32 GEMM {floor['rate_gflops']:.1f} GFLOP/s (measured "
+              f"{', '.join(f'{r:.1f}' for r in floor['gemm_gflops'])})"),
              "", "| run | steps | wall (s) | counted GFLOP | floor (s) | wall / floor |", "|---|---|---|---|---|---|"]
     for r in floor["rows"]:
         lines.append(f"| {r['run']} | {r['steps']} | {r['wall_s']:.1f} | {r['flops'] / 1e9:.1f} | {r['floor_s']:.2f} "

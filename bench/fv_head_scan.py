@@ -57,12 +57,12 @@ def measure(lm, task_name: str, *, n_ie: int = 5, n_mean: int = 20, shots: int =
 def report(m: dict) -> str:
     t = m["seconds"]
     return "\n".join([
-        f"model {m['model']}, task {m['task']}, {m['n_ie']} corrupted {m['shots']}-shot prompts of {m['tokens']:.0f} "
-        f"tokens on average, {m['heads']} heads, torch threads {torch.get_num_threads()}", "",
+        (f"model {m['model']}, task {m['task']}, {m['n_ie']} corrupted {m['shots']}-shot prompts of {m['tokens']:.0f} "
+         f"tokens on average, {m['heads']} heads, torch threads {torch.get_num_threads()}"), "",
         "| path | forwards | wall time (s) | speed-up |", "| --- | --- | --- | --- |",
         f"| full forward per head, batch 1 | {m['n_ie'] * (m['heads'] + 1)} | {t['full']:.1f} | 1.0x |",
-        f"| cached prefix, heads batched | {m['n_ie']} prefixes + single-token passes | {t['cached']:.1f} | "
-        f"{m['ratio']:.1f}x |", "",
+        (f"| cached prefix, heads batched | {m['n_ie']} prefixes + single-token passes | {t['cached']:.1f} | "
+         f"{m['ratio']:.1f}x |"), "",
         f"max |IE cached - IE full| = {m['max_abs_diff']:.2e} (largest |IE| {m['largest_ie']:.3f})",
         f"top-{m['k']} heads identical (same order): {m['same_order']}; same set: {m['same_set']}",
         f"top-{m['k']} (layer, head): {m['top']}"])

@@ -57,8 +57,8 @@ def compare(rows: list[dict]) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| recipe | model | task | layer | wall (s) | CPU (s) | steps | samples | trained | val acc | test acc "
-             "| peak RSS (GiB) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| recipe | model | task | layer | wall (s) | CPU (s) | steps | samples | trained | val acc | test acc "
+              "| peak RSS (GiB) |"), "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['recipe']} | {r['model']} | {r['task']} | {r['layer']} | {r['wall_s']:.1f} | "
                      f"{r['cpu_s']:.1f} | {r['steps']} | {r['samples']} | {r['trained']} | "
