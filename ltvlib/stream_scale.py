@@ -49,6 +49,12 @@ RMS_PROMPTS = 32
 _MEMORY: dict[str, tuple[tuple[float, ...], ...]] = {}
 
 
+def clear_memory() -> None:
+    """Forget the stream scales measured in this process (the on-disk cache stays): the next call measures or
+    reads them again, e.g. after a model's weights were changed in place under the same name."""
+    _MEMORY.clear()
+
+
 def weights_fingerprint(model: torch.nn.Module) -> str:
     """A short hash of 16 values spread over every parameter: tells apart two models that share a name (the
     tests' tiny models, a model whose weights were edited) without reading all the weights. Spread, not the

@@ -90,7 +90,7 @@ def test_the_learning_rate_follows_the_typical_coordinate_not_a_massive_one(monk
     layers = list(range(plain.n_layers))
 
     def fresh(lm):  # the two models share a name (and perhaps a fingerprint): measure each afresh
-        stream_scale._MEMORY.clear()
+        stream_scale.clear_memory()
         monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path / ("massive" if lm is massive else "plain")))
 
     def measure(lm, statistic):
