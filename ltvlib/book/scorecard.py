@@ -951,8 +951,10 @@ GRID_LABELS: dict[tuple[str, str], tuple[str, str, str | None, str]] = {
     ("02_flexibility", "late-layers"): ("Works from late layers", "yes (text)", "LTV − Vanilla TV (difference)", "LTV − Vanilla TV"),
     ("03_peft", "competitive"): ("PEFT: on par with LoRA, prefix", "92.9 vs 91.6 / 85.7 %", "sst2: LTV − lora-r1-o15", "LTV − LoRA"),
     ("03_peft", "above-prefix"): ("PEFT: above prefix tuning", "+7.2 pts", "sst2: LTV − prefix-1", "LTV − prefix"),
-    ("03_peft", "cost"): ("PEFT: step no slower", "0.049 vs 0.050 s", "sst2: LTV / prefix-1 step time", "time ÷ prefix"),
-    ("04_ov_key_heads", "ov-reconstruction"): ("OV circuits carry the effect", "83 → 52 % via OV", "θ_OV − zero-shot", "θ_OV − zero-shot"),
+    ("03_peft", "cost"): ("PEFT: no slower to 80 %", "0.049 vs 0.050 s/step", "sst2: LTV / prefix-1 time to 80 %",
+                           "time ÷ prefix"),
+    ("04_ov_key_heads", "ov-reconstruction"): ("OV circuits carry the effect", "83 → 52 % via OV", "θ_OV at |θ|: θ − random",
+                                               "θ_OV − random, at |θ|"),
     ("04_ov_key_heads", "key-heads"): ("Key heads matter most", "51 vs 78 % ablated", "random-head minus key-head ablation (zero)",
                                        "random − key heads"),
     ("04_ov_key_heads", "key-head-placement"): ("Key heads in a U shape", "U shape (figure)",
@@ -977,7 +979,7 @@ GRID_LABELS: dict[tuple[str, str], tuple[str, str, str | None, str]] = {
     ("08_across_models", "key-heads-across-models"): ("Key heads matter, 2 models", "51 vs 78 % ablated",
                                                       "gemma3-270m: random − key heads zeroed", "Gemma: random − key"),
     ("08_across_models", "linear-reconstruction-across-models"): ("Linear propagation, 2 models", "Wθ ≈ LTV (figure)",
-                                                                  "gemma3-270m, antonym, layer 9: Wθ", "Gemma L9 Wθ"),
+                                                                  "gemma3-270m: LTV − Wθ", "Gemma: LTV − Wθ"),
 }
 
 
