@@ -146,7 +146,7 @@ plt.show()
 
 # %% tags=["hide-input"]
 interpretation = interpret(claim, {
-    Verdict.REPRODUCED: "Reproduced: the whole interval of LTV − {best} lies above −5 points, so one vector of $d$ "
+    Verdict.REPRODUCED: "Reproduced: the whole interval of LTV − {best} lies above −5 points, so one vector of *d* "
                         "numbers on a prompt without demonstrations does what {best} prompts do on this model.",
     Verdict.PARTLY: "Partly reproduced: part of the comparison with {best} holds.",
     Verdict.NOT_REPRODUCED: "Not reproduced: the whole interval of LTV − {best} lies more than 5 points below zero.",

@@ -47,12 +47,14 @@ from transformers.utils import logging as hf_logging
 
 from ltvlib.analysis.peft_compare import equal_budget_methods, parameter_units, race_methods
 from ltvlib.book.claim_table import ClaimRow, claim_table
-from ltvlib.book.scorecard import Claim, combine_rule, direction_rule, not_testable, record_claims, threshold_rule
+from ltvlib.book.scorecard import (Claim, Verdict, budget_rule, combine_rule, direction_rule, interpret,
+                                   not_testable, record_claims, threshold_rule)
 from ltvlib.ltv import with_config
 from ltvlib.models import load_model
 from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.peft_compare import LR_GRID, tuned_race
-from ltvlib.study.peft_compare_tables import LTV, TIME_AXES, RaceView, diff_text, lr_table, parameters_table, time_ratio
+from ltvlib.study.peft_compare_tables import (LTV, TIME_AXES, RaceView, diff_text, lr_table, parameters_table,
+                                              time_ratio, time_to_accuracy)
 from ltvlib.study.plans import peft_plan
 
 hf_logging.disable_progress_bar()
@@ -101,10 +103,30 @@ def per_task(names, rule_for):
 
 ratios = {(t, n): time_ratio(results[t][LTV], results[t][n], target_accuracy) for t in task_list
           for n in (PREFIX_D, LORA1)}
-cost_parts = {f"{t}: LTV time / {n} time": (
-    threshold_rule(e.value, e.interval, 1.10, at_least=False) if e is not None
-    else not_testable(f"no training seed of both reached {100 * target_accuracy:.0f} % validation accuracy"))
-    for (t, n), e in ratios.items()}
+
+
+def reached(runs) -> set[int]:
+    """The training seeds whose validation accuracy reached the target within the cap."""
+    return {r["seed"] for r in runs if time_to_accuracy(r["curve"], target_accuracy) is not None}
+
+
+# A seed pair enters the time ratio only where both reached the target; an LTV seed that never reached it has no
+# time to compare (dropping it would flatter the LTV), and one pair gives no interval over seeds: either leaves
+# that part of the claim inconclusive, whatever the pairs that did reach show.
+cost_parts = {}
+for (t, n), e in ratios.items():
+    target_text = f"{100 * target_accuracy:.0f} % validation accuracy"
+    if e is None:
+        cost_parts[f"{t}: LTV time / {n} time"] = not_testable(f"no training seed of both reached {target_text}")
+        continue
+    if e.n >= 2:
+        cost_parts[f"{t}: LTV time / {n} time"] = threshold_rule(e.value, e.interval, 1.10, at_least=False)
+    short = sorted(reached(results[t][n]) - reached(results[t][LTV]))
+    if short or e.n < 2:
+        cost_parts[f"{t}: LTV time / {n} time, seeds without a ratio"] = budget_rule(
+            [f"LTV seed {s}" for s in short] or ["a second seed pair"],
+            f"{e.n} of {len(seeds)} seed pairs reached {target_text} within the cap; an LTV seed that never reaches "
+            "it has no time to compare, and a 95 % interval over seeds needs at least two pairs")
 t0 = task_list[0]
 claims = {
     "competitive": Claim(
@@ -202,32 +224,34 @@ fig.tight_layout()
 plt.show()
 
 # %% tags=["hide-input"]
-SENTENCES = {
+TEXTS = {
     "competitive": {
-        "reproduced": "Against every adapter the LTV's deficit is ruled out beyond 5 points.",
-        "partly": "The LTV is shown within 5 points of some adapters but not of all.",
-        "not reproduced": "The LTV falls more than 5 points behind the adapters, beyond the intervals.",
-        "inconclusive": "The intervals admit both a deficit larger than 5 points and a competitive LTV.",
-        "not testable at this scale": "No LTV seed learned within the cap, so nothing is compared.",
+        Verdict.REPRODUCED: "Against every adapter the LTV's deficit is ruled out beyond 5 points.",
+        Verdict.PARTLY: "The LTV is shown within 5 points of some adapters but not of all.",
+        Verdict.NOT_REPRODUCED: "The LTV falls more than 5 points behind the adapters, beyond the intervals.",
+        Verdict.INCONCLUSIVE: "The intervals admit both a deficit larger than 5 points and a competitive LTV.",
+        Verdict.NOT_TESTABLE: "No LTV seed learned within the cap, so nothing is compared.",
     },
     "above-prefix": {
-        "reproduced": "The LTV is more accurate than prefix tuning, as in the paper.",
-        "partly": "The LTV is above prefix tuning on some tasks and not on others.",
-        "not reproduced": "Prefix tuning is at least as accurate as the LTV here.",
-        "inconclusive": "The interval of the difference admits both orders.",
-        "not testable at this scale": "No LTV seed learned, so the two cannot be ordered.",
+        Verdict.REPRODUCED: "The LTV is more accurate than prefix tuning, as in the paper.",
+        Verdict.PARTLY: "The LTV is above prefix tuning on some tasks and not on others.",
+        Verdict.NOT_REPRODUCED: "Prefix tuning is at least as accurate as the LTV here.",
+        Verdict.INCONCLUSIVE: "The interval of the difference admits both orders.",
+        Verdict.NOT_TESTABLE: "No LTV seed learned, so the two cannot be ordered.",
     },
     "cost": {
-        "reproduced": "The LTV reaches the stated accuracy in at most 110 % of the adapters' time.",
-        "partly": "The LTV is that fast against one adapter and not against the other.",
-        "not reproduced": "The LTV takes more than 110 % of the adapters' time to reach the stated accuracy.",
-        "inconclusive": "The time ratios' intervals straddle 110 %.",
-        "not testable at this scale": "No seed of both the LTV and an adapter reached the stated accuracy.",
+        Verdict.REPRODUCED: "The LTV reaches the stated accuracy in at most 110 % of the adapters' time.",
+        Verdict.PARTLY: "The LTV is that fast against one adapter and not against the other.",
+        Verdict.NOT_REPRODUCED: "The LTV takes more than 110 % of the adapters' time to reach the stated accuracy.",
+        Verdict.INCONCLUSIVE: "The time ratios cannot decide it: their intervals straddle 110 %, or too few seed pairs "
+                              "reached the stated accuracy to give an interval over seeds ({reason}).",
+        Verdict.NOT_TESTABLE: "No seed of both the LTV and an adapter reached the stated accuracy.",
     },
 }
 for key, claim in claims.items():
     glue(f"verdict_{key}", claim.verdict.value, display=False)
-    glue(f"sentence_{key}", SENTENCES[key][claim.verdict.value], display=False)
+    glue(f"sentence_{key}", Markdown(interpret(claim, TEXTS[key], reason=claim.rule_result.reason).markdown()),
+         display=False)
 display(view.differences_table(diffs) if diffs else Markdown("No LTV seed learned: no difference to show."))
 
 # %% [markdown]
@@ -236,18 +260,19 @@ display(view.differences_table(diffs) if diffs else Markdown("No LTV seed learne
 # :::{admonition} Competitive
 # **Verdict: {glue:text}`verdict_competitive`.** Rule: on each task, LTV minus each adapter (paired bootstrap
 # over the same test queries and the seeds) must have its whole 95 % interval above −5 points.
-# {glue:text}`sentence_competitive`
+# {glue:md}`sentence_competitive`
 # :::
 #
 # :::{admonition} Above prefix tuning
 # **Verdict: {glue:text}`verdict_above-prefix`.** Rule: LTV minus prefix tuning above 0 on its 95 % interval, for
-# each prefix raced. {glue:text}`sentence_above-prefix`
+# each prefix raced. {glue:md}`sentence_above-prefix`
 # :::
 #
 # :::{admonition} Cost
 # **Verdict: {glue:text}`verdict_cost`.** Rule: the LTV's wall-clock time to {glue:text}`target` validation
 # accuracy over the one-layer prefix's and LoRA's (geometric mean over seeds, bootstrap over seeds) at most 1.10 on its
-# 95 % interval. {glue:text}`sentence_cost`
+# 95 % interval, every LTV seed having reached that accuracy and at least two seed pairs timed; otherwise
+# inconclusive. {glue:md}`sentence_cost`
 # :::
 #
 # :::{dropdown} Caveats
