@@ -40,7 +40,6 @@ from myst_nb import glue
 
 from ltvlib.book.claim_table import ClaimRow, claim_table, wide_table
 from ltvlib.book.scorecard import (
-    GRID_LABELS,
     Claim,
     Verdict,
     combine_rule,
@@ -50,6 +49,7 @@ from ltvlib.book.scorecard import (
     record_claims,
     threshold_rule,
 )
+from ltvlib.book.verdict_grid import GRID_LABELS
 from ltvlib.models import load_model
 from ltvlib.study.flexibility import PAPER_TABLE1, Setting, late_settings, table1_settings
 from ltvlib.study.flexibility_tables import METHODS, FlexView

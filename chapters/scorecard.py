@@ -31,7 +31,8 @@ device = "auto"  # unused: this page only reads the chapters' results
 # MyST, not CommonMark: the grid's links are Sphinx references ({ref}, {doc}), checked when the book builds.
 from IPython.display import Markdown, display
 
-from ltvlib.book.scorecard import PAPER_CLAIMS, book_root, load_sheets, scorecard_page_markdown
+from ltvlib.book.scorecard import PAPER_CLAIMS, book_root, load_sheets
+from ltvlib.book.verdict_grid import scorecard_page_markdown
 
 root = book_root(model, profile, seed)
 sheets = load_sheets(root)

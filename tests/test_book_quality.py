@@ -359,7 +359,8 @@ def test_landing_page_and_scorecard_open_with_the_verdict_grid() -> None:
 
 
 def test_verdict_grid_has_one_short_line_per_claim() -> None:
-    from ltvlib.book.scorecard import GRID_LABELS, grid_rows, load_sheets, verdict_grid_markdown
+    from ltvlib.book.scorecard import load_sheets
+    from ltvlib.book.verdict_grid import GRID_LABELS, grid_rows, verdict_grid_markdown
 
     sheets = load_sheets(ROOT)
     claims = [(s.chapter, c) for s in sheets for c in s.claims]
@@ -368,7 +369,7 @@ def test_verdict_grid_has_one_short_line_per_claim() -> None:
     assert len(rows) == len(claims) > 0
     assert grid.count("{verdict}`") == len(claims)
     for (chapter, c), row, line in zip(claims, rows, grid_rows(sheets), strict=True):
-        assert (chapter, c.key) in GRID_LABELS, f"{chapter}/{c.key}: no short label in scorecard.GRID_LABELS"
+        assert (chapter, c.key) in GRID_LABELS, f"{chapter}/{c.key}: no short label in verdict_grid.GRID_LABELS"
         assert f"<{c.evidence}>`" in row, f"{chapter}/{c.key}: no link to its evidence"
         assert "..." not in row and "…" not in row, f"{chapter}/{c.key}: a truncated cell: {row}"
         assert len(line.claim) <= 40 and len(line.paper) <= 30, f"{chapter}/{c.key}: not a few words: {row}"
@@ -403,7 +404,8 @@ def test_claims_downloads_hold_every_claim() -> None:
     import csv
     import io
 
-    from ltvlib.book.scorecard import CSV_COLUMNS, claims_csv, claims_json, load_sheets
+    from ltvlib.book.scorecard import load_sheets
+    from ltvlib.book.verdict_grid import CSV_COLUMNS, claims_csv, claims_json
 
     sheets = load_sheets(ROOT)
     n = sum(len(s.claims) for s in sheets)

@@ -563,6 +563,16 @@ def test_a_study_edit_restamps_only_the_chapters_that_import_it(package_copy: Pa
                       "analysis/peft_compare.py": {"03_peft"}}
 
 
+
+def test_a_grid_label_edit_restamps_only_the_chapters_that_show_the_grid(package_copy: Path, parse_once: None) -> None:
+    stamps = _chapter_stamps()
+    _touch_source(package_copy, "book/verdict_grid.py")
+    changed = _chapter_stamps()
+    restamped = {name for name in stamps if changed[name] != stamps[name]}
+    # the scorecard page renders the grid; chapter 02 names its claims with the grid's labels
+    assert restamped == {"scorecard", "02_flexibility"}
+
+
 # ---------------------------------------------------------------------------------- damaged entries
 
 

@@ -32,9 +32,9 @@ from ltvlib.book.scorecard import (
     threshold_rule,
     uncertainty_text,
     verdict_counts,
-    verdict_grid_markdown,
     verdict_of,
 )
+from ltvlib.book.verdict_grid import verdict_grid_markdown
 from ltvlib.stats import Estimate, paired_bootstrap_difference, seed_interval
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,12 +2,12 @@
 
 As a Sphinx extension (``_config.yml``, ``sphinx.extra_extensions``) it adds
 
-- ``{verdict-grid}``: the one-line answer and the verdict grid (:func:`ltvlib.book.scorecard.verdict_grid_markdown`)
+- ``{verdict-grid}``: the one-line answer and the verdict grid (:func:`ltvlib.book.verdict_grid.verdict_grid_markdown`)
   of the book root being built, so a staged run's landing page shows that run's verdicts;
 - ``{execution-stats}``: one row per chapter from its notebook's metadata (time, peak memory, date, commit, model,
   profile), as :func:`ltvlib.book.runner.execute_chapter` stored them;
 - the claims downloads, ``_static/ltv-claims.csv`` and ``.json`` in the HTML, written from ``results/claims/``
-  when the build finishes (:data:`ltvlib.book.scorecard.DOWNLOADS`);
+  when the build finishes (:data:`ltvlib.book.verdict_grid.DOWNLOADS`);
 - one copy of each script a page loads (sphinx-thebe and sphinx-togglebutton add their inline configuration once
   per read pass, and a second copy of ``const THEBE_JS_URL`` is a console error), and a default light/dark mode
   (without one the theme logs an error on a reader's first visit).
@@ -37,7 +37,8 @@ README_END = "<!-- /verdict-grid -->"
 
 def readme_grid(root: Path) -> str:
     """README.md's verdict table: the answer line and the grid in plain Markdown, linking the notebooks."""
-    from ltvlib.book.scorecard import answer_line, load_sheets, verdict_grid_markdown
+    from ltvlib.book.scorecard import load_sheets
+    from ltvlib.book.verdict_grid import answer_line, verdict_grid_markdown
 
     sheets = load_sheets(root)
     return f"{answer_line(sheets)}\n\n{verdict_grid_markdown(sheets, style='github', doc_prefix='chapters/')}"
@@ -143,7 +144,8 @@ def _markdown_directive(name: str, render: Any, depends_on_claims: bool) -> type
 
 
 def _grid_markdown(root: Path) -> str:
-    from ltvlib.book.scorecard import answer_line, load_sheets, verdict_grid_markdown
+    from ltvlib.book.scorecard import load_sheets
+    from ltvlib.book.verdict_grid import answer_line, verdict_grid_markdown
 
     sheets = load_sheets(root)
     return f"{answer_line(sheets)}\n\n{verdict_grid_markdown(sheets)}"
@@ -152,7 +154,8 @@ def _grid_markdown(root: Path) -> str:
 def _write_downloads(app: Any, exc: Exception | None) -> None:
     if exc is not None or app.builder.format != "html":
         return
-    from ltvlib.book.scorecard import DOWNLOADS, claims_csv, claims_json, load_sheets
+    from ltvlib.book.scorecard import load_sheets
+    from ltvlib.book.verdict_grid import DOWNLOADS, claims_csv, claims_json
 
     sheets = load_sheets(Path(app.srcdir))
     for kind, text in (("csv", claims_csv(sheets)), ("json", claims_json(sheets))):
