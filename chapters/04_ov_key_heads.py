@@ -48,7 +48,8 @@ from myst_nb import glue
 from transformers.utils import logging as hf_logging
 
 from ltvlib.book.claim_table import ClaimRow, claim_table
-from ltvlib.book.scorecard import Claim, combine_rule, direction_rule, not_testable, record_claims, threshold_rule
+from ltvlib.book.scorecard import (Claim, combine_rule, direction_rule, interpret, not_testable, record_claims,
+                                   threshold_rule)
 from ltvlib.ltv_record import LTVRecord
 from ltvlib.models import load_model
 from ltvlib.stats import format_estimate
@@ -314,7 +315,7 @@ SENTENCES = {
 }
 for key, claim in by_key.items():
     glue(f"verdict_{key}", claim.verdict.value, display=False)
-    glue(f"sentence_{key}", SENTENCES[key][claim.verdict.value], display=False)
+    glue(f"sentence_{key}", Markdown(interpret(claim, SENTENCES[key]).markdown()), display=False)
 display(interval_table(ov_intervals | key_intervals | u_intervals | att_intervals) if deciding
         else Markdown(f"No interval: {NO_LTV}."))
 
@@ -325,22 +326,22 @@ display(interval_table(ov_intervals | key_intervals | u_intervals | att_interval
 # **Verdict: {glue:text}`verdict_ov-reconstruction`.** Rule: θ_OV at |θ| must beat random vectors of |θ| through the same map and the MLP control at |θ|, and keep
 # at least half of the LTV's gain over zero-shot (the paper keeps 52 of 83 points); the paper's form must beat
 # its random vectors unless both sit at 0, each on a 95 % paired-bootstrap interval over the pooled test
-# queries. {glue:text}`sentence_ov-reconstruction`
+# queries. {glue:md}`sentence_ov-reconstruction`
 # :::
 #
 # :::{admonition} Key heads
 # **Verdict: {glue:text}`verdict_key-heads`.** Rule: random-head minus key-head zero-ablation accuracy, pooled over queries, must be above 0 on its 95 %
-# interval. {glue:text}`sentence_key-heads`
+# interval. {glue:md}`sentence_key-heads`
 # :::
 #
 # :::{admonition} U shape
 # **Verdict: {glue:text}`verdict_key-head-placement`.** Rule: the first and the last third of the layers after the injection must each hold more key heads than
-# their share of those layers (Wilson interval). {glue:text}`sentence_key-head-placement`
+# their share of those layers (Wilson interval). {glue:md}`sentence_key-head-placement`
 # :::
 #
 # :::{admonition} Attention
 # **Verdict: {glue:text}`verdict_key-head-attention`.** Rule: key heads' attention to the first token below, and to the final position above, that of the other heads
-# of their layers (bootstrap over heads). {glue:text}`sentence_key-head-attention`
+# of their layers (bootstrap over heads). {glue:md}`sentence_key-head-attention`
 # :::
 #
 # :::{dropdown} Caveats

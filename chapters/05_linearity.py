@@ -43,7 +43,8 @@ from matplotlib.ticker import MaxNLocator
 from myst_nb import glue
 from transformers.utils import logging as hf_logging
 
-from ltvlib.book.scorecard import Claim, combine_rule, direction_rule, not_testable, record_claims, threshold_rule
+from ltvlib.book.scorecard import (Claim, combine_rule, direction_rule, interpret, not_testable, record_claims,
+                                   threshold_rule)
 from ltvlib.ltv_record import LTVRecord
 from ltvlib.models import load_model
 from ltvlib.study import linearity_tables as tables
@@ -62,7 +63,7 @@ chapter_plan = linearity_chapter_plan(profile, recipe=recipe, n_layers=lm.n_laye
 run, cfg, n_draws = chapter_plan.run_sizes, chapter_plan.config, chapter_plan.n_draws
 plan = {t: list(ls) for t, ls in chapter_plan.layers.items()}
 label_tasks = [t for t in plan if get_task(t).labels]
-sweep_task = max(label_tasks, key=lambda t: len(plan[t])) if label_tasks else None
+sweep_task = chapter_plan.sweep_task  # the label-space task with the most layers: the rotation claims' sweep
 ledger = LTVLedger()
 
 # every (task, layer) LTV (chapters 00 and 01 train them); only those that learned are measured
@@ -74,6 +75,15 @@ res = {p: cached_linearity(lm, p[0], run, p[1], config=cfg, seed=seed) for p in 
 # the same fit, cos(r, Q r) and alignments for random vectors of |θ|, and the shift accuracies on the test queries
 ctl = {p: cached_linearity_control(lm, p[0], run, p[1], config=cfg, seed=seed, n_draws=n_draws)
        for p in points if trained[p]}
+# the sweep task's other seeds at each of its layers, with the same fit and controls: the rotation and alignment
+# intervals resample seeds, the layers held fixed
+sweep_seeds = list(chapter_plan.seeds(sweep_task, seed)) if sweep_task else []
+seed_ltvs = {(l, s): ltvs[sweep_task, l] if s == seed else trained_ltv(lm, sweep_task, run, layers=[l], seed=s)
+             for l in plan.get(sweep_task, []) for s in sweep_seeds}
+seed_learned = {k: LTVRecord.of(v).trained is True for k, v in seed_ltvs.items()}
+seed_ctl = {(l, s): ctl[sweep_task, l] if s == seed else cached_linearity_control(
+    lm, sweep_task, run, l, config=cfg, seed=s, n_draws=n_draws) for (l, s), ok in seed_learned.items() if ok}
+ledger.keep([v for (l, s), v in seed_ltvs.items() if s != seed], where="the rotation intervals")
 
 # %% tags=["hide-input"]
 # The rules: label-space points only; an LTV that did not learn is left out of every test.
@@ -87,7 +97,8 @@ else:
     recon_intervals, recon_gap = {}, None
 
 sweep_ls = tables.sweep_layers(plan, sweep_task, trained, ltvs, res, ledger)
-cos_ex = tables.rotation_excess(ctl, sweep_task, sweep_ls, seed)
+rot_ls = [l for l in sweep_ls if all(seed_learned[l, s] for s in sweep_seeds)]  # every seed learned there
+cos_ex = tables.rotation_excess(seed_ctl, sweep_seeds, rot_ls, seed)
 if cos_ex is not None:
     rot_rule = combine_rule({
         "cos(θ, Qθ) rises with depth": direction_rule(cos_ex["ltv"].value, cos_ex["ltv"].interval, +1),
@@ -97,10 +108,11 @@ if cos_ex is not None:
     rot_intervals = {"change of cos(θ, Qθ), first to last layer": cos_ex["ltv"],
                      "the same for random vectors": cos_ex["control"], "LTV minus random": cos_ex["excess"]}
 else:
-    rot_rule = not_testable(f"fewer than 3 label-space LTVs across depth learned ({len(sweep_ls)}): no slope")
+    rot_rule = not_testable(f"fewer than 3 layers of the sweep where all {len(sweep_seeds)} LTV seeds learned "
+                            f"({len(rot_ls)}), or fewer than 2 seeds: no slope with an interval over seeds")
     rot_intervals = {}
-early_ls = [l for l in sweep_ls if l < lm.middle_layer]
-al_ex = tables.alignment_excess(ctl, sweep_task, early_ls, seed)
+early_ls = [l for l in rot_ls if l < lm.middle_layer]
+al_ex = tables.alignment_excess(seed_ctl, sweep_seeds, early_ls, seed)
 if al_ex is not None:
     al_rule = combine_rule({
         "rotation raises θ's task alignment at early layers": direction_rule(al_ex["ltv"].value,
@@ -110,16 +122,18 @@ if al_ex is not None:
     al_intervals = {"alignment gain align(Qθ) − align(θ), early layers": al_ex["ltv"],
                     "the same for random vectors": al_ex["control"], "LTV minus random": al_ex["excess"]}
 else:
-    al_rule = not_testable(f"fewer than 2 label-space LTVs before the middle layer learned ({len(early_ls)})")
+    al_rule = not_testable(f"fewer than 2 layers before the middle layer where all {len(sweep_seeds)} LTV seeds "
+                           f"learned ({len(early_ls)}), or fewer than 2 seeds")
     al_intervals = {}
 
 
 def signed(e):
-    return f"{e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}] (layers={e.n})"
+    return f"{e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}] (seeds={e.n})"
 
 
 dec_recon = ", ".join(f"{t} L{l}" for t, l in recon_points) or "none"
-dec_sweep = f"{sweep_task} at layers {', '.join(map(str, sweep_ls))}" if sweep_ls else "none"
+dec_sweep = (f"{sweep_task} at layers {', '.join(map(str, rot_ls))}, seeds {', '.join(map(str, sweep_seeds))}"
+             if rot_ls else "none")
 claims = [
     Claim(
         paper_claim=4, key="linear-reconstruction",
@@ -146,7 +160,8 @@ claims = [
         ours=(f"{sweep_task} at layers {', '.join(map(str, early_ls))}: alignment gain {signed(al_ex['ltv'])}, "
               f"LTV minus random {signed(al_ex['excess'])}" if al_ex else "not enough learned early layers"),
         rule=al_rule, intervals=al_intervals, evidence="ch05-fig-rotation", evidence_title="Figure 5.2",
-        note=f"decided on: {sweep_task} at layers {', '.join(map(str, early_ls)) or 'none'} (before the middle layer)",
+        note=(f"decided on: {sweep_task} at layers {', '.join(map(str, early_ls)) or 'none'} (before the middle "
+              f"layer), seeds {', '.join(map(str, sweep_seeds))}"),
     ),
 ]
 by_key = {c.key: c for c in claims}
@@ -162,6 +177,9 @@ display(Markdown(summary_markdown([
 glue("recon_points", dec_recon, display=False)
 glue("sweep", dec_sweep, display=False)
 glue("not_learned", ", ".join(f"{t} L{l}" for t, l in points if not trained[t, l]) or "none", display=False)
+glue("n_rot_seeds", len(sweep_seeds), display=False)
+glue("rot_left_out", ", ".join(f"L{l} seed {s}" for (l, s), ok in seed_learned.items() if not ok) or "none",
+     display=False)
 
 # %% [markdown]
 # The verdicts are decided on label-space tasks (TREC across depth, SST-2 at the middle layer); Antonym, an
@@ -202,7 +220,7 @@ plt.show()
 # %% tags=["hide-input"]
 display(tables.rotation_table(points, ctl, ltvs, ledger))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: cos(v, Qv) per injection layer for the learned LTVs of the label-space sweep task and for random vectors of the same norm (mean; band: range of the draws); 1 means no rotation. Bottom: the change of task alignment the rotation brings, align(Qv) − align(v). The paper reports cos(θ, Qθ) rising with depth (figure, no number).", "name": "ch05-fig-rotation"}, "image": {"alt": "Two line panels per layer: rotation cosine and alignment gain, LTV against random vectors"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: cos(v, Qv) per injection layer for the learned LTVs of the label-space sweep task (first seed) and for random vectors of the same norm (mean; band: range of the draws); 1 means no rotation. Bottom: the change of task alignment the rotation brings, align(Qv) − align(v). The paper reports cos(θ, Qθ) rising with depth (figure, no number).", "name": "ch05-fig-rotation"}, "image": {"alt": "Two line panels per layer: rotation cosine and alignment gain, LTV against random vectors"}}
 fig, axes = tables.plot_rotation(ctl, sweep_task, sweep_ls, lm.middle_layer)
 for ax, (_, ylabel) in zip(axes, tables.ROTATION_PANELS):
     ax.set_ylabel(ylabel if sweep_ls else "no learned sweep")
@@ -246,7 +264,7 @@ SENTENCES = {
 }
 for c in claims:
     glue(f"verdict_{c.key}", c.verdict.value, display=False)
-    glue(f"sentence_{c.key}", SENTENCES[c.key][c.verdict.value], display=False)
+    glue(f"sentence_{c.key}", Markdown(interpret(c, SENTENCES[c.key]).markdown()), display=False)
 shown = recon_intervals | {f"rotation: {k}": e for k, e in rot_intervals.items()} | {
     f"alignment: {k}": e for k, e in al_intervals.items()}
 display(interval_table(shown) if shown else Markdown("No interval: no learned label-space point."))
@@ -257,25 +275,26 @@ display(interval_table(shown) if shown else Markdown("No interval: no learned la
 # :::{admonition} Linear reconstruction
 # **Verdict: {glue:text}`verdict_linear-reconstruction`.** Rule: the LTV's own shift minus $W\theta$, paired over
 # the pooled test queries, at most 10 points on its whole 95 % interval (our bound for "close").
-# {glue:text}`sentence_linear-reconstruction`
+# {glue:md}`sentence_linear-reconstruction`
 # :::
 #
 # :::{admonition} Rotation fades with depth
 # **Verdict: {glue:text}`verdict_rotation-depth`.** Rule: the fitted change of $\cos(\theta, Q\theta)$ from the
 # first to the last learned layer above 0, and above the random vectors' change, on 95 % intervals.
-# {glue:text}`sentence_rotation-depth`
+# {glue:md}`sentence_rotation-depth`
 # :::
 #
 # :::{admonition} Rotation aligns early vectors with the labels
 # **Verdict: {glue:text}`verdict_rotation-alignment`.** Rule: the mean alignment gain before the middle layer
-# above 0, and above the random vectors', on 95 % intervals. {glue:text}`sentence_rotation-alignment`
+# above 0, and above the random vectors', on 95 % intervals. {glue:md}`sentence_rotation-alignment`
 # :::
 #
 # :::{dropdown} Caveats
-# - **What the rotation intervals resample.** A fitted map exists once per learned vector, and each layer has one
-#   LTV (seed 0), so the rotation and alignment intervals resample the learned layers and the random draws: they
-#   carry the spread over layers, not over seeds or queries. Only the reconstruction test's interval is over
-#   queries.
+# - **What the rotation intervals resample.** A fitted map exists once per learned vector. Each layer of the sweep
+#   has {glue:text}`n_rot_seeds` LTV seeds, each with its own fit and its own random vectors; the rotation and
+#   alignment intervals resample the seeds (and each seed's random draws) with the layers held fixed, so they carry
+#   the spread over seeds, not over queries. A layer enters only where every seed learned (seeds that did not:
+#   {glue:text}`rot_left_out`). The figure shows the first seed.
 # - **Coverage.** Every layer of the TREC sweep whose LTV learned enters, the last layers included; SST-2 and
 #   Antonym sit at the middle layer.
 # - **Noise law, $\lambda$ and ridge are ours** (the paper's are not available): Gaussian perturbations of about
@@ -293,7 +312,7 @@ display(interval_table(shown) if shown else Markdown("No interval: no learned la
 # the label tokens' effective unembeddings. Each random vector of $\|\theta\|$ gets its own fit. Accuracies are
 # first-token argmax over the whole vocabulary (and over the label words) on the test queries, with Wilson
 # intervals; the reconstruction gap is a paired bootstrap over the pooled queries; the rotation statistics a
-# bootstrap over layers and draws.
+# bootstrap over seeds and their draws.
 # :::
 
 # %% tags=["remove-cell"]

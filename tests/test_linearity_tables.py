@@ -88,20 +88,51 @@ def test_rotation_and_alignment() -> None:
     assert rot.loc[("sst2", 2), "align Qv: random mean [range]"] == "0.110 [0.100, 0.120]"
     own, draws = tables.control_values(ctl, "sst2", "cos_theta_Qtheta", ls)
     assert own.tolist() == pytest.approx([0.1, 0.2, 0.3]) and draws.shape == (3, 3)
-    cos_ex = tables.rotation_excess(ctl, "sst2", ls, 0)
-    assert cos_ex["ltv"].value > 0 and cos_ex["excess"].value > 0
-    assert tables.rotation_excess(ctl, "sst2", ls[:2], 0) is None
-    al = tables.alignment_excess(ctl, "sst2", [1, 2], 0)
-    assert al["ltv"].value == pytest.approx(0.075)
-    assert tables.alignment_excess(ctl, "sst2", [1], 0) is None
+    # two seeds at every layer: seed 1's LTV the same as seed 0's plus 0.1 on cos and on the alignment gain
+    seed_ctl = {(l, 0): ctl["sst2", l] for l in ls}
+    for l in ls:
+        c = ctl["sst2", l]["control"]
+        ltv1 = dict(c["ltv"], cos_theta_Qtheta=c["ltv"]["cos_theta_Qtheta"] + 0.1,
+                    alignment_Qtheta=c["ltv"]["alignment_Qtheta"] + 0.1)
+        seed_ctl[l, 1] = {"control": dict(c, ltv=ltv1)}
+    cos_ex = tables.rotation_excess(seed_ctl, [0, 1], ls, 0)
+    assert cos_ex["ltv"].value == pytest.approx(0.2) and cos_ex["excess"].value > 0
+    assert cos_ex["ltv"].n == cos_ex["ltv"].seeds == 2
+    assert tables.rotation_excess(seed_ctl, [0, 1], ls[:2], 0) is None
+    assert tables.rotation_excess(seed_ctl, [0], ls, 0) is None
+    al = tables.alignment_excess(seed_ctl, [0, 1], [1, 2], 0)
+    assert al["ltv"].value == pytest.approx(0.125)  # 0.075 for seed 0, 0.175 for seed 1
+    assert tables.alignment_excess(seed_ctl, [0, 1], [1], 0) is None
     shown = tables.excess_table({"x": cos_ex["ltv"]})
-    assert shown.loc["x", "value"].startswith("+") and shown.loc["x", "layers"] == cos_ex["ltv"].n
+    assert shown.loc["x", "value"].startswith("+") and shown.loc["x", "n"] == 2
+
     fig, axes = tables.plot_rotation(ctl, "sst2", ls, 2)
     assert axes[0].lines[0].get_ydata().tolist() == pytest.approx([0.1, 0.2, 0.3])
     plt.close(fig)
     fig, axes = tables.plot_rotation(ctl, None, [], 2)
     assert not axes[0].lines
     plt.close(fig)
+
+
+def test_seed_excess_resamples_seeds_not_layers() -> None:
+    rng = np.random.default_rng(0)
+    layers = np.array([2, 5, 9, 14])
+    # every seed rises by 0.3 from the first layer to the last; the draws are flat noise
+    own = np.stack([0.1 + 0.3 * (layers - 2) / 12 + 0.01 * rng.standard_normal(4) for _ in range(3)])
+    draws = 0.05 * rng.standard_normal((3, 4, 4))
+    out = tables.seed_excess(own, draws, x=layers, statistic="slope", n_resamples=500, seed=1)
+    assert out["ltv"].value == pytest.approx(0.3, abs=0.03) and out["ltv"].n == 3
+    assert out["excess"].low > 0 and out["excess"].difference
+    # the same seeds at identical values: no spread over seeds, so only the draws widen the LTV's interval
+    same = tables.seed_excess(np.tile(own[:1], (3, 1)), draws, x=layers, statistic="slope", n_resamples=500)
+    assert same["ltv"].low == pytest.approx(same["ltv"].high)
+    mean = tables.seed_excess(own, draws, statistic="mean", n_resamples=500)
+    assert mean["ltv"].value == pytest.approx(own.mean())
+    for bad in (dict(own=own[:1], draws=draws[:1]), dict(own=own, draws=draws[:, :, :3]),
+                dict(own=own, draws=draws, statistic="median"), dict(own=own[:, :2], draws=draws[:, :, :2], x=[1, 2],
+                                                                        statistic="slope")):
+        with pytest.raises(ValueError):
+            tables.seed_excess(**bad)
 
 
 def test_checks_and_lens() -> None:

@@ -371,9 +371,10 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     for t, layers in lp.layers.items():
         n = lengths(t).prompt(0)
         for layer in layers:
-            ltv(c, t, layer, 0)
-            q = lc.n_queries * lc.fit_factor + lc.n_heldout
-            c.add(forward(shape, q * (len(lc.scales) + len(lc.lambdas)) * (1 + lp.n_draws), 1, n, first=layer))
+            for s in lp.seeds(t):
+                ltv(c, t, layer, s)
+                q = lc.n_queries * lc.fit_factor + lc.n_heldout
+                c.add(forward(shape, q * (len(lc.scales) + len(lc.lambdas)) * (1 + lp.n_draws), 1, n, first=layer))
     out["05"] = c
 
     # 06: LTVs across seeds and tasks, transfer between tasks; composition

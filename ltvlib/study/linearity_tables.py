@@ -16,7 +16,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..analysis.controls import control_excess
 from ..stats import Estimate, paired_bootstrap_difference, wilson_interval
 from ..tasks import get_task
 
@@ -167,35 +166,100 @@ def rotation_table(points: Sequence[Point], ctl: Mapping[Point, Any], ltvs: Mapp
     return pd.DataFrame(rot_rows).set_index(["task", "layer"])
 
 
-def rotation_excess(ctl: Mapping[Point, Any], sweep_task: str | None, sweep_ls: Sequence[int],
+def seed_excess(own: Any, draws: Any, *, x: Any = None, statistic: str = "mean", n_resamples: int = 2000,
+                seed: int = 0, confidence: float = 0.95) -> dict[str, Estimate]:
+    """A statistic over the same ``k`` layers of several LTV seeds against random vectors of each seed's norm,
+    with a bootstrap over the seeds.
+
+    Args:
+        own: ``(n_seeds, k)`` each seed's LTV value per layer.
+        draws: ``(n_seeds, n_draws, k)`` the random vectors' values (each seed's own draws; draw ``i`` of one layer
+            has no tie to draw ``i`` of another).
+        x: ``(k,)`` the layers, for ``statistic="slope"``.
+        statistic: ``"mean"`` over the layers, or ``"slope"``: the least-squares slope on ``x`` times its span (the
+            fitted change from the first layer to the last).
+        n_resamples: bootstrap draws: the seeds with replacement and, within each, the random draws at each layer.
+
+    Returns:
+        ``{"ltv", "control", "excess"}``: the mean over seeds of the LTV's statistic, of the random draws' mean
+        curve's, and of their difference, each an :class:`Estimate` with ``n`` = ``seeds`` = the number of seeds.
+
+    Raises:
+        ValueError: shapes that do not match, fewer than 2 seeds, 2 layers (3 for a slope) or 1 draw, values that
+            are not finite, an unknown statistic, a slope without ``x`` or with all ``x`` equal.
+    """
+    v, d = np.asarray(own, dtype=np.float64), np.asarray(draws, dtype=np.float64)
+    if v.ndim != 2 or d.ndim != 3 or d.shape[0] != v.shape[0] or d.shape[2] != v.shape[1] or d.shape[1] < 1:
+        raise ValueError(f"own {v.shape} and draws {d.shape}: expected (seeds, layers) and (seeds, draws, layers)")
+    n_seeds, k = v.shape
+    if statistic not in ("mean", "slope"):
+        raise ValueError(f"unknown statistic {statistic!r}; allowed: 'mean', 'slope'")
+    if n_seeds < 2 or k < (3 if statistic == "slope" else 2):
+        raise ValueError(f"{statistic} over {n_seeds} seeds and {k} layers: need 2 seeds and "
+                         f"{3 if statistic == 'slope' else 2} layers")
+    if not (np.isfinite(v).all() and np.isfinite(d).all()):
+        raise ValueError("values must be finite (leave vectors that did not learn out before calling)")
+    weights = np.full(k, 1.0 / k)
+    if statistic == "slope":
+        if x is None:
+            raise ValueError("a slope needs the layers x")
+        xs = np.asarray(x, dtype=np.float64).reshape(-1)
+        if xs.size != k or np.ptp(xs) == 0:
+            raise ValueError(f"x must hold {k} positions, not all equal, got {xs.tolist()}")
+        centred = xs - xs.mean()
+        weights = centred / (centred @ centred) * np.ptp(xs)  # slope times span, as one linear map of the values
+    own_s, ctrl_s = v @ weights, d.mean(1) @ weights  # (seeds,)
+    rng = np.random.default_rng(seed)
+    units = rng.integers(0, n_seeds, size=(n_resamples, n_seeds))
+    picks = rng.integers(0, d.shape[1], size=(n_resamples, n_seeds, d.shape[1], k))
+    ctrl_curves = d[units[:, :, None, None], picks, np.arange(k)].mean(2)  # (R, seeds, k)
+    own_b, ctrl_b = own_s[units].mean(1), (ctrl_curves @ weights).mean(1)
+    alpha = (1 - confidence) / 2
+    signed = statistic == "slope"
+
+    def est(value: float, boot: np.ndarray, diff: bool, n_draws: int) -> Estimate:
+        lo, hi = np.quantile(boot, [alpha, 1 - alpha])
+        return Estimate(value, min(float(lo), value), max(float(hi), value), n=n_seeds, seeds=n_seeds,
+                        confidence=confidence, method=f"bootstrap over seeds and draws ({statistic})",
+                        resamples=n_resamples, difference=diff, draws=n_draws)
+
+    return {"ltv": est(float(own_s.mean()), own_b, signed, 0),
+            "control": est(float(ctrl_s.mean()), ctrl_b, signed, int(d.shape[1])),
+            "excess": est(float((own_s - ctrl_s).mean()), own_b - ctrl_b, True, int(d.shape[1]))}
+
+
+def _seed_values(ctl: Mapping[tuple[int, int], Any], seeds: Sequence[int], ls: Sequence[int],
+                 value: Any) -> tuple[np.ndarray, np.ndarray]:
+    own = np.array([[value(ctl[l, s]["control"]["ltv"]) for l in ls] for s in seeds])
+    draws = np.array([[[value(dr) for dr in ctl[l, s]["control"]["draws"]] for l in ls] for s in seeds])
+    return own, draws.transpose(0, 2, 1)  # (seeds, layers, draws) -> (seeds, draws, layers)
+
+
+def rotation_excess(seed_ctl: Mapping[tuple[int, int], Any], seeds: Sequence[int], sweep_ls: Sequence[int],
                     seed: int) -> dict[str, Estimate] | None:
-    """The slope of cos(θ, Qθ) over the sweep's layers for the LTV, the random vectors and their excess
-    (:func:`ltvlib.analysis.controls.control_excess`: keys ``ltv``, ``control``, ``excess``); None under 3 layers."""
-    if len(sweep_ls) < 3:
+    """The fitted change of cos(θ, Qθ) over the sweep's layers (``seed_ctl``: ``(layer, seed)`` -> the control of
+    that seed's LTV), for the LTVs, random vectors of their norms and the excess (:func:`seed_excess`, keys ``ltv``,
+    ``control``, ``excess``); None under 3 layers or 2 seeds."""
+    if len(sweep_ls) < 3 or len(seeds) < 2:
         return None
-    assert sweep_task is not None  # sweep_layers gives layers only with a sweep task
-    cos_own, cos_draws = control_values(ctl, sweep_task, "cos_theta_Qtheta", sweep_ls)
-    return control_excess(cos_own, cos_draws, x=sweep_ls, statistic="slope", seed=seed)
+    own, draws = _seed_values(seed_ctl, seeds, sweep_ls, lambda r: r["cos_theta_Qtheta"])
+    return seed_excess(own, draws, x=sweep_ls, statistic="slope", seed=seed)
 
 
-def alignment_excess(ctl: Mapping[Point, Any], sweep_task: str | None, early_ls: Sequence[int],
+def alignment_excess(seed_ctl: Mapping[tuple[int, int], Any], seeds: Sequence[int], early_ls: Sequence[int],
                      seed: int) -> dict[str, Estimate] | None:
-    """The mean alignment gain align(Qθ) − align(θ) over the early layers for the LTV, the random vectors and
-    their excess (keys ``ltv``, ``control``, ``excess``); None under 2 layers."""
-    if len(early_ls) < 2:
+    """The mean alignment gain align(Qθ) − align(θ) over the early layers for the LTVs of every seed, random vectors
+    of their norms and the excess (:func:`seed_excess`); None under 2 layers or 2 seeds."""
+    if len(early_ls) < 2 or len(seeds) < 2:
         return None
-    assert sweep_task is not None  # sweep_layers gives layers only with a sweep task
-    a_own = np.array([ctl[sweep_task, l]["control"]["ltv"]["alignment_Qtheta"]
-                      - ctl[sweep_task, l]["control"]["ltv"]["alignment"] for l in early_ls])
-    a_draws = np.array([[d["alignment_Qtheta"] - d["alignment"] for d in ctl[sweep_task, l]["control"]["draws"]]
-                        for l in early_ls]).T
-    return control_excess(a_own, a_draws, statistic="mean", seed=seed)
+    own, draws = _seed_values(seed_ctl, seeds, early_ls, lambda r: r["alignment_Qtheta"] - r["alignment"])
+    return seed_excess(own, draws, statistic="mean", seed=seed)
 
 
 def excess_table(shown: Mapping[str, Estimate]) -> pd.DataFrame:
-    """One row per named estimate: its value and interval (three decimals, signed) and ``layers`` (its n)."""
+    """One row per named estimate: its value and interval (three decimals, signed) and ``n`` (its seeds)."""
     return pd.DataFrame({k: {"value": f"{e.value:+.3f}", "95 % interval": f"[{e.low:+.3f}, {e.high:+.3f}]",
-                             "layers": e.n} for k, e in shown.items()}).T
+                             "n": e.n} for k, e in shown.items()}).T
 
 
 def plot_rotation(ctl: Mapping[Point, Any], sweep_task: str | None, sweep_ls: Sequence[int],

@@ -630,19 +630,33 @@ def ov_key_heads_plan(
 
 
 LINEARITY_DRAWS: dict[str, int] = {"smoke": 2, "cpu": 3, "paper": 10}
+#: LTV seeds per layer of chapter 05's sweep task: the rotation and alignment intervals resample them.
+LINEARITY_SEEDS: dict[str, int] = {"smoke": 2, "cpu": 3, "paper": 3}
 """Chapter 05's random vectors per (task, layer) control, per profile."""
 
 
 @dataclass(frozen=True)
 class LinearityPlan:
     """Chapter 05: the fit sizes ``config``, ``layers`` (task -> its layers, :func:`mechanism_plan`; label-space
-    tasks first) and ``n_draws`` random vectors per control."""
+    tasks first), ``n_draws`` random vectors per control and ``n_seeds`` LTV seeds at each layer of the sweep task
+    (the label-space task with the most layers; every other point has one seed)."""
 
     profile: str
     run_sizes: RunSizes
     config: LinearityConfig
     layers: Mapping[str, tuple[int, ...]]
     n_draws: int
+    n_seeds: int = 1
+
+    @property
+    def sweep_task(self) -> str | None:
+        """The label-space task with the most layers (the first such in plan order), None without one."""
+        labelled = [t for t in self.layers if get_task(t).labels]
+        return max(labelled, key=lambda t: len(self.layers[t])) if labelled else None
+
+    def seeds(self, task: str, seed: int = 0) -> tuple[int, ...]:
+        """The LTV seeds measured for ``task`` at each of its layers, counted from ``seed``."""
+        return tuple(seed + i for i in range(self.n_seeds if task == self.sweep_task else 1))
 
 
 def linearity_chapter_plan(
@@ -651,7 +665,7 @@ def linearity_chapter_plan(
     """Chapter 05's plan in ``profile`` on a model of ``n_layers`` layers (``n_draws``: None = the profile's)."""
     p = get_profile(profile, recipe=recipe)
     return LinearityPlan(p.name, run_sizes(p), linearity_config(p), _frozen(mechanism_plan(n_layers, p)),
-                         n_draws or LINEARITY_DRAWS[p.name])
+                         n_draws or LINEARITY_DRAWS[p.name], LINEARITY_SEEDS[p.name])
 
 
 @dataclass(frozen=True)
