@@ -238,7 +238,8 @@ TEXTS = {
     },
     "above-prefix": {
         Verdict.REPRODUCED: "The LTV is more accurate than prefix tuning, as in the paper.",
-        Verdict.PARTLY: "The LTV is above prefix tuning on some tasks and not on others.",
+        Verdict.PARTLY: "The LTV is above some of the prefixes raced (or on some tasks) and not above the others: "
+                        "{reason}.",
         Verdict.NOT_REPRODUCED: "Prefix tuning is at least as accurate as the LTV here.",
         Verdict.INCONCLUSIVE: "The interval of the difference admits both orders.",
         Verdict.NOT_TESTABLE: "No LTV seed learned, so the two cannot be ordered.",
