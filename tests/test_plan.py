@@ -49,19 +49,19 @@ def _check(estimate: float, measured: int) -> None:
 
 
 def _train_and_estimate(lm, task: str, recipe, *, layer: int, n_train: int, n_val: int,
-                        lengths: Lengths | None = None) -> tuple[float, int]:
+                        lengths: Lengths | None = None, positions: tuple[int, ...] = (-1,)) -> tuple[float, int]:
     """One LTV trained from an emptied prompt store under the counter, and the plan's estimate of it with the
     steps, validations and attempts the run made (every attempt runs its whole schedule: see the recipes)."""
     splits = load_splits(task, seed=0, n_train=n_train, n_val=n_val)
     prompt_store.STORE.clear()
-    measured, ltv = _counted(lambda: train_ltv(lm, task, layers=[layer], recipe=recipe, seed=0, splits=splits,
-                                               progress=False))
+    measured, ltv = _counted(lambda: train_ltv(lm, task, layers=[layer], positions=list(positions), recipe=recipe,
+                                               seed=0, splits=splits, progress=False))
     rec = ltv.training  # type: ignore[attr-defined]
     validations = sum(1 for point in rec.curve if "val_score" in point)
     assert rec.steps == recipe.epochs * -(-recipe.samples_per_epoch // recipe.batch_size)  # no early stop
     estimate = ltv_training_cost(_shape(lm), lengths or _lengths(lm, task, splits.train), layer, recipe,
                                  n_train=len(splits.train), n_val=len(splits.validation), steps=rec.steps,
-                                 validations=validations, attempts=rec.attempts)
+                                 validations=validations, attempts=rec.attempts, positions=positions)
     return estimate.flops, measured
 
 
@@ -78,6 +78,20 @@ def test_fast_recipe_training_estimate_matches_the_counted_flops(arch, layer, tm
     lm = BUILDERS[arch](seed=10 + layer)
     estimate, measured = _train_and_estimate(lm, "antonym", FAST_SMALL, layer=layer, n_train=64, n_val=32)
     _check(estimate, measured)
+
+
+@pytest.mark.parametrize("positions", [(4,), (-3, -2, -1)])
+def test_training_at_other_positions_is_counted_from_the_earliest_one(positions, tmp_path, monkeypatch):
+    """A vector at a position counted from the start (the paper's P={4}) or at the last few positions: every step
+    and validation recomputes each prompt from that position on, which the estimate counts per row."""
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    lm = tiny_llama(seed=40 + len(positions))
+    estimate, measured = _train_and_estimate(lm, "antonym", FAST_SMALL, layer=1, n_train=64, n_val=32,
+                                             positions=positions)
+    _check(estimate, measured)
+    last = ltv_training_cost(_shape(lm), _lengths(lm, "antonym", load_splits("antonym", n_train=64, n_val=32).train),
+                             1, FAST_SMALL, n_train=64, n_val=32)
+    assert estimate > last.flops
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
@@ -174,3 +188,30 @@ def test_smollm2_training_estimate_matches_the_counted_flops(tmp_path, monkeypat
     estimate, measured = _train_and_estimate(lm, "antonym", FAST_SMALL, layer=lm.middle_layer, n_train=64,
                                              n_val=32, lengths=lengths)
     _check(estimate, measured)
+
+
+def test_a_second_model_pays_for_what_earlier_chapters_cached_on_the_first():
+    """Chapter 08 on the book's model reads chapter 01's extractions and chapter 00's prompts from the cache; on a
+    second model it computes them, so its row counts more; and the race counts the every-layer prefix it runs."""
+    from ltvlib.study.cost import race_field, second_model_floor
+
+    on_book_model = chapter_costs(model_shape("smollm2-135m"), "smoke")["08"]
+    assert second_model_floor("smollm2-135m", "smoke").flops > on_book_model.flops
+    assert race_field("cpu", 15)["prefix-1"] == ("prefix", 0, 0)
+    assert "prefix-1" not in race_field("smoke", 15)
+
+
+def test_plan_counts_the_late_layers_and_the_tails_of_chapter_02():
+    """Chapter 02 at position 4 recomputes each prompt from its fifth token: the chapter costs more than the
+    same LTVs at the last position would."""
+    from ltvlib.study import cost
+
+    shape = model_shape("smollm2-135m")
+    counted = chapter_costs(shape, "smoke")["02"].flops
+    original = cost.Lengths.tails
+    try:
+        cost.Lengths.tails = lambda self, positions=(-1,), shots=0: tuple(1 for _ in self.queries)  # type: ignore[method-assign]
+        last_only = chapter_costs(shape, "smoke")["02"].flops
+    finally:
+        cost.Lengths.tails = original  # type: ignore[method-assign]
+    assert counted > last_only

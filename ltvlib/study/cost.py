@@ -14,10 +14,10 @@ How one LTV training is counted (the unit most chapters repeat), as :func:`ltvli
   each training prompt with its teacher-forced answer tokens and each validation prompt once in full, no
   gradient (once per task and prompt kind: later vectors reuse them); the validation prompts once more without a
   vector (the run's baseline: a full pass, then the last position through every block). Then each step runs
-  ``batch`` rows of the tail (the injected last position and the answer tokens, padded to the longest answer in
-  the batch, attending the batch's longest prefix) through blocks ``layer..L-1``, forward and backward; each
-  validation (before the first epoch and after each) runs the last position of the validation prompts through
-  the same blocks.
+  ``batch`` rows of the tail (the prompt from its earliest injected position, the last one unless the vector sits
+  elsewhere, and the answer tokens, padded to the batch's longest, attending the batch's longest prefix) through
+  blocks ``layer..L-1``, forward and backward; each validation (before the first epoch and after each) runs the
+  validation prompts' tails through the same blocks.
 - ``paper`` recipe (the released one: batch 1, full forwards): every step runs the whole prompt and answer
   through every block, and backward through blocks ``layer..L-1``; each validation and the baseline run every
   validation prompt in full.
@@ -31,9 +31,10 @@ How one LTV training is counted (the unit most chapters repeat), as :func:`ltvli
 FLOPs are counted as ``torch.utils.flop_counter`` counts them (:mod:`ltvlib.flops`: matrix products, attention,
 the unembedding at every position whose logits are computed; backward = activation gradients only, about 1x the
 forward of the blocks above the vector). The other chapters' measurements (extraction, head ablation, linearity
-fits, generation) are counted the same way from their plan sizes; chapter 08 counts only this model's share (its
-other models are runs of their own). Every trained vector is counted once, in the first chapter (in run order)
-that trains it: later chapters read it from the cache.
+fits, generation) are counted the same way from their plan sizes. Chapter 08 counts what it computes on this model
+that no earlier chapter did; ``--second-models`` adds a row for each of its other models, where nothing is cached.
+Every trained vector is counted once, in the first chapter (in run order) that trains it: later chapters read it
+from the cache.
 """
 
 from __future__ import annotations
@@ -139,6 +140,17 @@ class Lengths:
     def prompt(self, shots: int = 0) -> float:
         return self.shared(shots) + self.query
 
+    def tails(self, positions: Sequence[int] = (-1,), shots: int = 0) -> tuple[int, ...]:
+        """Per example, the prompt tokens a vector at ``positions`` makes a runner recompute: from the earliest
+        injected position to the prompt's end (:class:`ltvlib.forward.PositionTail`; a non-negative position
+        counts from the first token, special tokens and demonstrations included; a negative one from the end)."""
+        shared = round(self.shared(shots))
+        return tuple(max(max(shared + q - p if p >= 0 else -p for p in positions), 1) for q in self.queries)
+
+    def tail(self, positions: Sequence[int] = (-1,), shots: int = 0) -> float:
+        """The mean of :meth:`tails`."""
+        return statistics.fmean(self.tails(positions, shots))
+
     @staticmethod
     def batch_max(values: Sequence[int], rows: int) -> float:
         """The expected longest of ``rows`` values drawn from ``values``: a batch's padded length."""
@@ -189,11 +201,13 @@ def task_lengths(task: str, tokenizer: Path | None = None) -> Lengths:
 
 def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *, n_train: int, n_val: int,
                       steps: int | None = None, validations: int | None = None, attempts: int = 1, shots: int = 0,
-                      prefill: bool = True) -> Cost:
-    """One LTV trained at ``layer`` (last position) with ``recipe`` (a :class:`~ltvlib.ltv.TrainConfig`) on
-    prompts of ``lengths``: ``steps`` and ``validations`` (per attempt; default: the schedule's maximum) and
-    ``attempts`` (the first run and its retries). ``prefill=False`` leaves out the prompts' first passes (paid by
-    an earlier LTV of the same task and prompt kind in the process)."""
+                      prefill: bool = True, positions: Sequence[int] = (-1,)) -> Cost:
+    """One LTV trained with its vectors entering block ``layer`` (the lowest of its layers) at ``positions``
+    with ``recipe`` (a :class:`~ltvlib.ltv.TrainConfig`) on prompts of ``lengths``: ``steps`` and
+    ``validations`` (per attempt; default: the schedule's maximum) and ``attempts`` (the first run and its
+    retries). ``prefill=False`` leaves out the prompts' first passes (paid by an earlier LTV of the same task and
+    prompt kind in the process). Every step and validation recomputes each prompt's tail from its earliest
+    injected position (:meth:`Lengths.tails`; a training batch is padded to its longest tail)."""
     q, a, shared = lengths.query, lengths.answer, lengths.shared(shots)
     n = shared + q
     per_epoch = math.ceil(recipe.samples_per_epoch / recipe.batch_size)
@@ -221,9 +235,10 @@ def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *
         c.add(forward(shape, n_v, 1, n))
         a_pad = Lengths.batch_max(lengths.answers, b)
         keys = shared + Lengths.batch_max(lengths.queries, b) - 1 + a_pad
-        per_attempt = forward(shape, steps * b, a_pad, keys, first=layer, logits=a_pad, grad=True)
+        tail = Lengths.batch_max(lengths.tails(positions, shots), b)
+        per_attempt = forward(shape, steps * b, tail - 1 + a_pad, keys, first=layer, logits=a_pad, grad=True)
         per_attempt.peak_tokens = b * (a_pad + keys)
-        per_attempt.add(forward(shape, validations * n_v, 1, n, first=layer))
+        per_attempt.add(forward(shape, validations * n_v, lengths.tail(positions, shots), n, first=layer))
     else:
         val = batched(shape, lengths, n_v, answers=False, max_rows=64, max_tokens=DEFAULT_BATCH_TOKENS, shared=shared)
         c.add(val)  # the baseline
@@ -248,11 +263,12 @@ def prompts_cost(shape: Shape, lengths: Lengths, rows: int, shots: int = 0, demo
 
 
 def eval_cost(shape: Shape, lengths: Lengths, n_test: int, layer: int, n_vectors: int, shots: int = 0,
-              prompts: bool = True, demo_sets: int | None = None) -> Cost:
-    """``n_test`` prompts once in full (``prompts``; :func:`prompts_cost`), then ``n_vectors`` vectors at
-    ``layer`` (last position)."""
+              prompts: bool = True, demo_sets: int | None = None, positions: Sequence[int] = (-1,)) -> Cost:
+    """``n_test`` prompts once in full (``prompts``; :func:`prompts_cost`), then ``n_vectors`` vectors entering
+    block ``layer`` at ``positions`` (each prompt's tail from its earliest injected position through blocks
+    ``layer..L-1``)."""
     c = prompts_cost(shape, lengths, n_test, shots, demo_sets) if prompts else Cost()
-    return c.add(forward(shape, n_test * n_vectors, 1, lengths.prompt(shots), first=layer))
+    return c.add(forward(shape, n_test * n_vectors, lengths.tail(positions, shots), lengths.prompt(shots), first=layer))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -266,7 +282,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     """Per chapter (in the book's run order), what it computes at ``profile`` on a model of ``shape``, its prompts
     counted with the ``tokenizer.json`` at ``tokenizer`` (:func:`tokenizer_file`)."""
     from ..study import plans as P
-    from ..study.flexibility import table1_settings
+    from ..study.flexibility import late_settings, table1_settings
 
     L, mid = shape.n_layers, shape.n_layers // 2
     prof = P.get_profile(profile)
@@ -276,20 +292,22 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     n_icl = rs.n_test_icl or n_test
     trained: set[tuple] = set()
     prefilled: set[tuple] = set()
+    done: set[tuple] = set()  # extractions and test-prompt passes already counted: ("extract", task), ("prompts", ...)
     out: dict[str, Cost] = {}
 
     def lengths(task: str) -> Lengths:
         return task_lengths(task, tokenizer)
 
     def ltv(c: Cost, task: str, layer: int, seed: int, tag: str = "", *, recipe_: Any = None, n_train: int | None = None,
-            n_val: int | None = None, shots: int = 0) -> None:
+            n_val: int | None = None, shots: int = 0, positions: Sequence[int] = (-1,)) -> None:
         key = (task, layer, seed, tag, shots)
         if key in trained:
             return
         trained.add(key)
         pkey = (task, shots, tag if recipe_ is not None else "")
         c.add(ltv_training_cost(shape, lengths(task), layer, recipe_ or recipe, n_train=n_train or rs.n_train,
-                                n_val=n_val or rs.n_val, shots=shots, prefill=pkey not in prefilled))
+                                n_val=n_val or rs.n_val, shots=shots, prefill=pkey not in prefilled,
+                                positions=positions))
         prefilled.add(pkey)
 
     # 00: headline LTVs at the middle layer; zero-shot, ICL and LTV accuracy on every task
@@ -302,6 +320,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
         c.add(eval_cost(shape, lengths(t), n_test, mid, len(ov.seeds)))
         for k in ov.icl_shots:
             c.add(prompts_cost(shape, lengths(t), n_icl, k, rs.icl_demo_sets))
+        done.update({("prompts", t, 0), *(("prompts", t, k) for k in ov.icl_shots)})
     out["00"] = c
 
     # 01: LTV layer sweeps, extracted vectors (task vector, function vector) and their curves
@@ -317,39 +336,33 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
         c.add(full(shape, tv.n_dev * len(ex.layers), ln.prompt(0)))  # layer choice on dev queries
         c.add(full(shape, fv.n_mean, ln.prompt(fv.shots)))  # mean head outputs
         c.add(forward(shape, fv.n_ie * L * shape.n_heads, 1, ln.prompt(fv.shots)))  # indirect effect per head
+        done.add(("extract", t))
         for layer in ex.layers:
             c.add(eval_cost(shape, lengths(t), n_test, layer, 2 + (layer in ex.ltv_layers[t]), prompts=layer == ex.layers[0]))
     out["01"] = c
 
-    # 02: Table 1's settings (positions, layers, ICL), each on its tasks and seeds
+    # 02: Table 1's settings (positions, layers, ICL) and the late layers, each on its tasks and seeds
     c = Cost()
     fx = P.flexibility_plan(profile)
     fs = fx.sizes
-    for setting in table1_settings(L, layer_steps=fs.layer_steps, icl_shots=fs.icl_shots):
-        tasks = fs.setting_tasks.get(setting.name, fx.tasks)
-        layers = tuple(getattr(setting, "layers", [mid]) or [mid])
-        shots = getattr(setting, "shots", 0) or 0
+    late = late_settings(L, fs.n_late) if fs.n_late != 0 else []
+    for setting in table1_settings(L, layer_steps=fs.layer_steps, icl_shots=fs.icl_shots) + late:
+        tasks = fs.tasks_of(setting.name, fx.tasks)
+        first, shots = min(setting.layers), setting.shots
         seeds = fx.base_seeds if setting.name == "baseline" else fx.other_seeds
         for t in tasks:
             for s in seeds:
-                ltv(c, t, min(layers), s, tag=setting.name if setting.name != "baseline" else "", shots=shots)
-            c.add(eval_cost(shape, lengths(t), fx.n_test or n_test, min(layers), len(seeds), shots=shots, prompts=False))
+                ltv(c, t, first, s, tag=setting.name if setting.name != "baseline" else "", shots=shots,
+                    positions=setting.positions)
+            # the prompt alone, the LTVs (and for k-shot prompts the zero-shot-trained ones) and the three
+            # extracted vectors moved there
+            n_vectors = 1 + len(seeds) * (2 if shots else 1) + 3
+            c.add(eval_cost(shape, lengths(t), fx.n_test or n_test, first, n_vectors, shots=shots,
+                            demo_sets=rs.icl_demo_sets, positions=setting.positions))
     out["02"] = c
 
-    # 03: the LTV against parameter-efficient fine-tuning (each method trained like an LTV on its schedule)
-    c = Cost()
-    pf = P.peft_plan(profile)
-    cs = pf.sizes
-    # the race: the equal-budget four (LTV, 1 prompt token, 1 prefix token, rank-1 LoRA at the middle layer) and
-    # the usual three (LoRA r8 on q/k/v/o, 10 prefix and 10 prompt tokens); adapters other than the LTV and the
-    # middle-layer LoRA take gradients through every block
-    methods = {"ltv": mid, "prompt-1": 0, "prefix-1": 0, "lora-r1": mid, "lora-r8": 0, "prefix-10": 0, "prompt-10": 0}
-    for t in pf.tasks:
-        for s in pf.seeds:
-            for m, first in methods.items():
-                ltv(c, t, first, s, tag=f"peft-{m}", recipe_=cs.schedule, n_train=cs.n_train, n_val=cs.n_val)
-        c.add(full(shape, len(pf.seeds) * len(methods) * (cs.n_test or n_test), lengths(t).prompt(0)))
-    out["03"] = c
+    # 03: the race to convergence against parameter-efficient fine-tuning
+    out["03"] = race_cost(shape, profile, lengths, ltv)
 
     # 04: mechanism LTVs, OV reconstructions, key-head saliency and ablation (one head at a time, last position)
     c = Cost()
@@ -405,20 +418,155 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     c.add(forward(shape, n_gen * ms.max_new_tokens, 1, ln.prompt(0) + ms.max_new_tokens / 2))
     out["07"] = c
 
-    # 08: this model's share of the across-models table (the other models are runs of their own)
+    # 08: chapters 01, 04 and 05's measurements on this model with chapter 08's sizes; what an earlier chapter
+    # computed on this model is read from the cache (the sets above), so only the rest counts here
+    out["08"] = across_models_cost(shape, profile, lengths, ltv, done)
+    return out
+
+
+RACE_GRID = 3
+"""Learning rates each method of chapter 03 tries with its first seed (:data:`ltvlib.study.peft_compare.LR_GRID`)."""
+
+
+def race_field(profile: str, mid: int) -> dict[str, tuple[str, int, int]]:
+    """Chapter 03's field in ``profile`` as the chapter races it: method -> (kind, the first block its gradients
+    or changes reach, virtual tokens added to every prompt)."""
+    field = {"ltv": ("ltv", mid, 0), f"prefix-1-L{mid}": ("prefix", mid, 0), f"lora-r1-o{mid}": ("lora", mid, 0)}
+    if profile in ("cpu", "paper"):
+        field["prefix-1"] = ("prefix", 0, 0)
+    if profile == "paper":  # prompt tuning and each adapter's default setting
+        field |= {"prompt-1": ("prompt", 0, 1), "lora-r8-qv": ("lora", 0, 0), "prefix-20": ("prefix", 0, 0),
+                  "prompt-20": ("prompt", 0, 20)}
+    return field
+
+
+def adapter_run_cost(shape: Shape, lengths: Lengths, first: int, virtual: int, schedule: Any, *, n_val: int,
+                     n_test: int) -> Cost:
+    """One adapter run of the race to its cap: every step ``batch`` prompts with their answers forward and backward
+    through blocks ``first..L-1`` (the blocks below see no change: their states are counted once, in
+    :func:`race_cost`), a validation before the first epoch and after each (``n_val`` prompts from block
+    ``first``), then the test prompts; ``virtual`` prompt-tuning tokens lengthen every prompt."""
+    b = schedule.batch_size
+    steps = schedule.epochs * math.ceil(schedule.samples_per_epoch / b)
+    n = lengths.prompt(0) + virtual
+    width = n + Lengths.batch_max(lengths.answers, b) - 1
+    c = forward(shape, steps * b, width, width, first=first, logits=Lengths.batch_max(lengths.answers, b), grad=True)
+    c.peak_tokens = b * width
+    c.add(forward(shape, (schedule.epochs + 1) * n_val + n_test, n, n, first=first))
+    return c
+
+
+def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: Callable[..., None]) -> Cost:
+    """Chapter 03 as it runs (``chapters/03_peft.py``): on each task every method of :func:`race_field` trains
+    :data:`RACE_GRID` learning rates with the first seed and the chosen one with every other seed, each run to the
+    schedule's cap (early stopping only ends a run sooner); the LTV's runs by the library's trainer (``ltv``, the
+    chapter-cost closure that counts and deduplicates LTVs), the adapters' by :func:`adapter_run_cost`; the
+    prompts' states below each adapter's first block once per task."""
+    from ..ltv import with_config
+    from ..study import plans as P
+
+    plan = P.peft_plan(profile)
+    cs = plan.sizes
+    sched = cs.schedule
+    recipe = with_config(plan.run_sizes.recipe, batch_size=sched.batch_size, epochs=sched.epochs,
+                         samples_per_epoch=sched.samples_per_epoch)
+    mid = shape.n_layers // 2
+    n_runs = RACE_GRID + len(plan.seeds) - 1
     c = Cost()
+    for t in plan.tasks:
+        ln = lengths(t)
+        n_test = cs.n_test or 500
+        rows = cs.n_train + (sched.epochs + 1) * cs.n_val + n_test
+        # the prompts once through the blocks below the middle one (first = L - mid counts mid blocks), which no
+        # middle-layer method changes
+        c.add(forward(shape, rows, ln.prompt(0), ln.prompt(0), first=shape.n_layers - mid, logits=0))
+        for name, (kind, first, virtual) in race_field(profile, mid).items():
+            if kind == "ltv":
+                for run in range(n_runs):
+                    ltv(c, t, first, run, tag=f"race-{run}", recipe_=recipe, n_train=cs.n_train, n_val=cs.n_val)
+                c.add(eval_cost(shape, ln, n_test, first, n_runs, prompts=False))
+            else:
+                c.add(adapter_run_cost(shape, ln, first, virtual, sched, n_val=cs.n_val, n_test=n_test)
+                      .scaled(n_runs))
+    return c
+
+
+def across_models_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: Callable[..., None],
+                       done: set[tuple]) -> Cost:
+    """Chapter 08 on one model (``chapters/08_across_models.py``): the middle-layer table (zero-shot and ICL prompts,
+    both extracted vectors extracted and scored at their layers, the headline LTVs), the LTV layer sweep with the
+    extracted vectors' curves, the key-head ablation against random heads and the linear fits with one random
+    control, each with the sizes of :func:`ltvlib.study.plans.across_models_plan`. ``ltv`` counts an LTV unless it
+    was counted before; ``done`` holds the extractions and test-prompt passes already counted (chapters 00 and 01
+    on the book's model; empty for a second model, whose chapter 08 is a run of its own)."""
+    from ..study import plans as P
+
+    L, mid = shape.n_layers, shape.n_layers // 2
+    prof = P.get_profile(profile)
+    rs = P.run_sizes(prof)
+    n_test = rs.n_test or 500
+    n_icl = rs.n_test_icl or n_test
     ap = P.across_models_plan(profile)
+    at = ap.layers(L)
+    ex = P.extracted_plan(profile, n_layers=L).extraction
+    tv, fv = ex.vanilla_tv, ex.function_vector
+    c = Cost()
     for t in ap.tasks["table"]:
+        ln = lengths(t)
+        for k in (0, *ap.icl_shots):
+            if ("prompts", t, k) not in done:
+                c.add(prompts_cost(shape, ln, n_icl if k else n_test, k, rs.icl_demo_sets))
+                done.add(("prompts", t, k))
+        if ("extract", t) not in done:
+            c.add(full(shape, tv.n_contexts, ln.prompt(tv.shots)))
+            c.add(full(shape, tv.n_dev * len(at.extracted[t]), ln.prompt(0)))
+            c.add(full(shape, fv.n_mean, ln.prompt(fv.shots)))
+            c.add(forward(shape, fv.n_ie * L * shape.n_heads, 1, ln.prompt(fv.shots)))
+            done.add(("extract", t))
         for s in P.headline_seeds(prof):
             ltv(c, t, mid, s)
-        c.add(eval_cost(shape, lengths(t), n_test, mid, 1))
+        for layer in at.extracted[t]:
+            c.add(eval_cost(shape, ln, n_test, layer, 2, prompts=False))
+        c.add(eval_cost(shape, ln, n_test, mid, 1, prompts=False))
     for t in ap.tasks["sweep"]:
-        for layer in P.sweep_ltv_layers(L, prof, t):
+        for layer in at.sweep_ltv[t]:
             ltv(c, t, layer, 0)
+            c.add(eval_cost(shape, lengths(t), n_test, layer, 1, prompts=False))
+        for layer in at.table:
+            c.add(eval_cost(shape, lengths(t), n_test, layer, 2, prompts=False))
+    sz = ap.sizes
     for t in ap.tasks["key_heads"]:
-        c.add(forward(shape, ap.sizes.n_key_queries * L * shape.n_heads, 1, lengths(t).prompt(0)))
-    out["08"] = c
-    return out
+        n = lengths(t).prompt(0)
+        c.add(forward(shape, sz.n_key_queries, n, n, grad=True))  # saliency
+        c.add(forward(shape, sz.n_key_queries * L * shape.n_heads, 1, n))  # ablation of each head
+        c.add(eval_cost(shape, lengths(t), n_test, 0, 1 + sz.n_random, prompts=False))  # key heads, random heads
+    lc = ap.linearity
+    for t in ap.tasks["linearity"]:
+        n = lengths(t).prompt(0)
+        for layer in at.linearity[t]:
+            ltv(c, t, layer, 0)
+            q = lc.n_queries * lc.fit_factor + lc.n_heldout
+            c.add(forward(shape, q * (len(lc.scales) + len(lc.lambdas)) * 2, 1, n, first=layer))  # fit, 1 control
+    return c
+
+
+def second_model_floor(model: str, profile: str = "cpu") -> Cost:
+    """Chapter 08 on ``model`` as a second model of the book (nothing of it cached by other chapters)."""
+    from ..study import plans as P
+
+    shape, tok = model_shape(model), tokenizer_file(model)
+    rs = P.run_sizes(P.get_profile(profile))
+    trained: set[tuple] = set()
+
+    def ltv(c: Cost, task: str, layer: int, seed: int, tag: str = "", **_: Any) -> None:
+        if (task, layer, seed, tag) in trained:
+            return
+        prefill = not any(k[0] == task for k in trained)  # the task's prompts' first passes: once per process
+        trained.add((task, layer, seed, tag))
+        c.add(ltv_training_cost(shape, task_lengths(task, tok), layer, rs.recipe, n_train=rs.n_train,
+                                n_val=rs.n_val, prefill=prefill))
+
+    return across_models_cost(shape, profile, lambda t: task_lengths(t, tok), ltv, set())
 
 
 def with_patience(recipe: Any, patience: int | None) -> Any:
@@ -461,9 +609,11 @@ def render(shape: Shape, profile: str, gpu: str, mfu: float, costs: dict[str, Co
     return "\n".join(lines)
 
 
-def book_floor(model: str = "smollm2-135m", profile: str = "cpu") -> float:
-    """The whole book's counted FLOPs (the arithmetic floor of a run)."""
-    return sum(c.flops for c in chapter_costs(model_shape(model), profile, tokenizer=tokenizer_file(model)).values())
+def book_floor(model: str = "smollm2-135m", profile: str = "cpu", others: Sequence[str] = ("gemma3-270m",)) -> float:
+    """The whole book's counted FLOPs (the arithmetic floor of a run): every chapter on ``model`` and chapter 08 on
+    each of ``others`` (chapter 08's second models)."""
+    costs = chapter_costs(model_shape(model), profile, tokenizer=tokenizer_file(model))
+    return sum(c.flops for c in costs.values()) + sum(second_model_floor(m, profile).flops for m in others)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -476,6 +626,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--utilisation", "--mfu", dest="mfu", type=float, default=0.4,
                     help="fraction of the GPU's bf16 dense peak reached (default 0.4)")
     ap.add_argument("--chapters", nargs="*", default=None, help="only these chapters (e.g. 00 03)")
+    ap.add_argument("--second-models", nargs="*", default=(),
+                    help="also count chapter 08 on these models (its second models, e.g. gemma3-270m), a row each")
     ap.add_argument("--cpu-gflops", type=float, default=None,
                     help="also print the whole book's seconds at this CPU rate (GFLOP/s)")
     args = ap.parse_args(argv)
@@ -491,6 +643,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             ap.error(f"unknown chapters {unknown}; the chapters are {', '.join(costs)}")
         costs = {k: v for k, v in costs.items() if k in args.chapters}
+    for other in args.second_models:
+        try:
+            costs[f"08 on {other}"] = second_model_floor(other, args.profile)
+        except ValueError as exc:
+            ap.error(str(exc))
     print(render(shape, args.profile, args.gpu, args.mfu, costs))
     if args.cpu_gflops:
         total = sum(c.flops for c in costs.values())
