@@ -25,6 +25,12 @@ The whole ``cpu`` run (4 tasks x 11 layers, 3 seeds of 7 tasks; hours on two cor
     OMP_NUM_THREADS=1 python bench/sweep.py --profile cpu --baseline HEAD~1 --tasks capital,capitalize,antonym,trec \\
         --layers profile --seed-tasks antonym,capital,capitalize,trec,sst2,snli,rte --seeds 3
 
+one LTV at several layers (``a+b+...`` in ``--layers``, as chapter 02's every fourth layer) beside one at the middle
+layer, against an earlier revision::
+
+    OMP_NUM_THREADS=2 python bench/sweep.py --profile cpu --baseline HEAD~1 --tasks rte \
+        --layers 0+4+8+12+16+20+24+28,15 --seed-tasks sst2 --seeds 2
+
 and a short one (one task, two layers, two seeds)::
 
     OMP_NUM_THREADS=1 python bench/sweep.py --profile cpu --baseline env --tasks antonym --layers 8,15 \\
@@ -47,25 +53,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _jobs(args: argparse.Namespace, lm) -> list[tuple[str, int, int]]:
+Job = tuple[str, tuple[int, ...], int]
+"""(task, the layers of one LTV, seed)."""
+
+
+def layer_sets(spec: str) -> list[tuple[int, ...]]:
+    """``--layers``: comma-separated items, each one layer or several joined by ``+`` (one LTV with a vector at each,
+    trained jointly, as chapter 02's multi-layer settings), lowest first."""
+    return sorted(tuple(sorted(int(l) for l in item.split("+"))) for item in spec.split(",") if item)
+
+
+def _jobs(args: argparse.Namespace, lm) -> list[Job]:
     from ltvlib.study.plans import get_profile, ltv_layers
 
     prof = get_profile(args.profile)
-    jobs: list[tuple[str, int, int]] = []
+    jobs: list[Job] = []
     for task in args.tasks:
-        layers = (ltv_layers(lm.n_layers, task, prof) if args.layers == "profile"
-                  else sorted(int(l) for l in args.layers.split(",")))
-        jobs += [(task, layer, 0) for layer in layers]
+        sets = ([(l,) for l in ltv_layers(lm.n_layers, task, prof)] if args.layers == "profile"
+                else layer_sets(args.layers))
+        jobs += [(task, layers, 0) for layers in sets]
     for task in args.seed_tasks:
         for seed in range(args.seeds):
-            if (task, lm.middle_layer, seed) not in jobs:
-                jobs.append((task, lm.middle_layer, seed))
+            if (task, (lm.middle_layer,), seed) not in jobs:
+                jobs.append((task, (lm.middle_layer,), seed))
     return jobs
 
 
-def _groups(jobs: list[tuple[str, int, int]], together: bool) -> list[list[tuple[str, int, int]]]:
+def _name(layers: tuple[int, ...]) -> str:
+    return "+".join(map(str, layers))
+
+
+def _groups(jobs: list[Job], together: bool) -> list[list[Job]]:
     """Jobs one by one, or with ``together`` consecutive seeds of the same (task, layer) as one group."""
-    groups: list[list[tuple[str, int, int]]] = []
+    groups: list[list[Job]] = []
     for job in jobs:
         if together and groups and groups[-1][-1][:2] == job[:2]:
             groups[-1].append(job)
@@ -107,18 +127,18 @@ def child(args: argparse.Namespace) -> None:
         splits = load_splits(task, seed=0, n_train=prof.n_train, n_val=prof.n_val)
         t, cpu = time.perf_counter(), time.process_time()
         if len(group) > 1:
-            ltvs = _train_together(lm, task, [seed for _, _, seed in group], layers=[layer], recipe=prof.recipe,
+            ltvs = _train_together(lm, task, [seed for _, _, seed in group], layers=list(layer), recipe=prof.recipe,
                                    splits=splits)
         else:
-            ltvs = [train_ltv(lm, task, layers=[layer], recipe=prof.recipe, seed=group[0][2], splits=splits,
+            ltvs = [train_ltv(lm, task, layers=list(layer), recipe=prof.recipe, seed=group[0][2], splits=splits,
                               progress=False)]
         # seeds trained together share their wall and CPU time equally
         seconds, cpu_seconds = (time.perf_counter() - t) / len(group), (time.process_time() - cpu) / len(group)
         for (_, _, seed), ltv in zip(group, ltvs):
-            records.append({"task": task, "layer": layer, "seed": seed, "seconds": seconds, "cpu_seconds": cpu_seconds,
+            records.append({"task": task, "layer": _name(layer), "seed": seed, "seconds": seconds, "cpu_seconds": cpu_seconds,
                             "together": len(group), "steps": ltv.training.steps,
                             "best_val_accuracy": ltv.training.best_val_accuracy, "trained": ltv.training.trained})
-            vectors[f"{task}/{layer}/{seed}"] = ltv.vectors
+            vectors[f"{task}/{_name(layer)}/{seed}"] = ltv.vectors
             print(json.dumps(records[-1]), flush=True)
     wall = time.perf_counter() - start
     cpu_total = sum(r["cpu_seconds"] for r in records)
@@ -160,11 +180,12 @@ def _evaluate(paths: dict[str, Path], n_test: int, model: str) -> dict[str, dict
     sets: dict[str, EvalSet] = {}
     acc: dict[str, dict[str, float]] = {name: {} for name in paths}
     for key in next(iter(vectors.values())):
-        task, layer, _ = key.split("/")
+        task, layers, _ = key.split("/")
         if task not in sets:
             sets = {task: EvalSet(lm, task, load_splits(task, seed=0).test[:n_test], tail=1)}
         for name in paths:
-            acc[name][key] = evaluate(sets[task], [VectorEdit(int(layer), -1, vectors[name][key][0])]).accuracy
+            edits = [VectorEdit(int(l), -1, vectors[name][key][i]) for i, l in enumerate(layers.split("+"))]
+            acc[name][key] = evaluate(sets[task], edits).accuracy
     diff = {key: float((vectors["new"][key] - vectors["old"][key]).abs().max()) for key in vectors["new"]}
     rel = {key: diff[key] / float(vectors["old"][key].abs().max()) for key in diff}
     return {"accuracy": acc, "max_abs_diff": diff, "max_rel_diff": rel}
@@ -175,7 +196,8 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--profile", default="cpu", help="sizes and fast recipe (ltvlib.study.plans)")
     parser.add_argument("--tasks", type=lambda s: [t for t in s.split(",") if t], default=["capital", "capitalize", "antonym", "trec"])
-    parser.add_argument("--layers", default="profile", help="comma-separated layers, or 'profile' (chapter 01's)")
+    parser.add_argument("--layers", default="profile",
+                        help="comma-separated layers, a+b+... for one LTV at several layers, or 'profile' (chapter 01's)")
     parser.add_argument("--seed-tasks", type=lambda s: [t for t in s.split(",") if t],
                         default=["antonym", "capital", "capitalize", "trec", "sst2", "snli", "rte"])
     parser.add_argument("--seeds", type=int, default=3)

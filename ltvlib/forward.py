@@ -398,7 +398,9 @@ class PromptRunner:
             cont = torch.zeros((len(index), 0), dtype=torch.long, device=self.device)
             cont_mask = cont
             valid = torch.ones((len(index), 1), dtype=torch.bool, device=self.device)
-        start = min((e.layer % self.lm.n_layers for e in edits), default=0)
+        # without vectors nothing differs from the cached pass: start where the kept states begin
+        start = min((e.layer % self.lm.n_layers for e in edits),
+                    default=self.first_layer if self.skip_early_layers else 0)
         if self.row_tails is None:
             full = [list(self.prompts.shared) + list(self.prompts.rows[i]) for i in index]
             ids, mask = pad_left(full, self.pad_id, self.device)

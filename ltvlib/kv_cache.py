@@ -193,7 +193,8 @@ def forward_from_layer(
             hidden, attention_mask=mask_for(i), position_embeddings=rope_for(i), position_ids=position_ids,
             cache=cache, use_cache=cache is not None,
         )
-    hidden = final_norm(lm)(hidden[:, -logits_to_keep:])
+    # contiguous: a strided slice sends the unembedding to a batched product with the weight copied per row
+    hidden = final_norm(lm)(hidden[:, -logits_to_keep:].contiguous())
     logits = unembedding(lm)(hidden)
     cap = getattr(config, "final_logit_softcapping", None)
     if cap is not None:

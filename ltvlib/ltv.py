@@ -413,7 +413,8 @@ def _training_prompts(
 ) -> _TrainingPrompts:
     def build(first: int) -> _TrainingPrompts:
         if not shots:
-            runner = PromptRunner(lm, encode_prompts(lm.tokenizer, task, train), tail=tail, first_layer=first)
+            runner = PromptRunner(lm, encode_prompts(lm.tokenizer, task, train), tail=tail, first_layer=first,
+                                  max_cache_bytes=prompt_store.runner_bytes())
             return _TrainingPrompts([runner], [list(range(len(train)))])
         rng = random.Random(f"demos-{seed}")
         groups = [g for g in (list(range(s, len(train), n_sets)) for s in range(n_sets)) if g]
@@ -423,7 +424,8 @@ def _training_prompts(
             block = sample_demos([e for i, e in enumerate(train) if i not in members], shots, rng)
             queries = [train[i] for i in group]
             prompts = encode_prompts(lm.tokenizer, task, queries, shared_demos=block)
-            runners.append(PromptRunner(lm, prompts, tail=tail, first_layer=first))
+            runners.append(PromptRunner(lm, prompts, tail=tail, first_layer=first,
+                                        max_cache_bytes=prompt_store.runner_bytes(len(groups))))
         return _TrainingPrompts(runners, groups)
 
     key = ("train", lm.name, model_serial(lm), task, tuple(train), shots, n_sets, tail, seed if shots else None)

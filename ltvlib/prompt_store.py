@@ -16,7 +16,11 @@ every :func:`ltvlib.ltv.train_ltv` call in the process: every layer of a layer s
 **Memory bound**: only blocks ``first_layer..L-1`` are kept; the store holds at most ``max_bytes`` (default
 :data:`DEFAULT_MAX_BYTES`, 2 GiB, or ``LTV_PROMPT_STORE_BYTES``) of cached tensors over all entries and evicts
 the least recently used entries past it (never the one just asked for; a single entry is bounded by its
-runners' own ``max_cache_bytes``: 640 MiB per training runner, 1.5 GiB per validation set). Before a new entry
+runners' own ``max_cache_bytes``: :func:`runner_bytes` for the training prompts, half the store's bound and at
+least 640 MiB over a task's runners, 1.5 GiB per validation set). Rows past a runner's cap are recomputed without
+gradients at every step that draws them (RTE's LTV at every fourth layer, then at block 15, on two CPU cores: 332 s
+and 244 s under a 640 MiB cap, 170 s and 43 s with every row cached; ``bench/README.md``), so a machine with memory
+to spare should raise the bound (``scripts/book.sh`` sets it to 40 % of the machine's memory on a CPU). Before a new entry
 is prefilled, the entries that would not fit beside it (its size computed from the prompts' lengths) are
 evicted, so the old entries and the one being built are held together only within the bound (or one entry
 alone where it exceeds the bound). On SmolLM2-135M
@@ -43,6 +47,15 @@ from typing import Any
 
 DEFAULT_MAX_BYTES = 2 * 2**30
 """Default bound of the store's cached tensors over all entries (2 GiB)."""
+
+MIN_RUNNER_BYTES = 640 * 2**20
+"""The least a training runner may cache (640 MiB, :class:`ltvlib.forward.PromptRunner`'s default)."""
+
+
+def runner_bytes(n_runners: int = 1) -> int:
+    """What each of a task's ``n_runners`` training runners (one per demonstration block) may cache: half the store's
+    bound shared among them, at least :data:`MIN_RUNNER_BYTES` each."""
+    return max(MIN_RUNNER_BYTES, STORE.max_bytes // (2 * max(1, n_runners)))
 
 
 def enabled() -> bool:

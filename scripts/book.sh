@@ -60,4 +60,12 @@ if [[ "${1:-}" == "--setup-only" ]]; then
     exit 0
 fi
 
+# The prompt caches that LTV training shares (ltvlib.prompt_store) default to 2 GiB, which makes long prompts
+# recompute rows at every step; on a CPU machine give them 40 % of its memory (at least the default), unless set.
+if [[ -z "${LTV_PROMPT_STORE_BYTES:-}" && -r /proc/meminfo ]] \
+    && ! python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
+    store="$(awk '/^MemTotal:/ {printf "%.0f", $2 * 1024 * 0.4}' /proc/meminfo)"
+    if (( store > 2 * 1024 * 1024 * 1024 )); then export LTV_PROMPT_STORE_BYTES="$store"; fi
+fi
+
 exec python -m ltvlib.book build --profile "${PROFILE:-cpu}" --model "${MODEL:-smollm2-135m}" "$@"

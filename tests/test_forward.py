@@ -196,6 +196,29 @@ def test_first_layer_keeps_later_blocks_and_stays_exact_everywhere(tiny, shared)
     assert all(len(late.rows[i].keys) == tiny.n_layers - 2 for i in index)
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_run_without_vectors_starts_where_the_kept_blocks_start(tiny, shared, monkeypatch):
+    """Without vectors a runner keeping blocks >= 2 runs its cached rows from block 2 (no first pass of the early
+    blocks: the trainer's no-vector validation is one such run) and gives the full forward's logits."""
+    import ltvlib.forward as fw
+
+    prompts, answers = _setup(tiny, shared)
+    late = PromptRunner(tiny, prompts, tail=1, first_layer=2)
+    index = [0, 2, 3]
+    late.run(index, [VectorEdit(2, -1, torch.zeros(tiny.d_model))])  # caches the rows from block 2
+    starts: list[int] = []
+    real = fw.forward_from_layer
+    monkeypatch.setattr(fw, "forward_from_layer", lambda lm, hidden, start, *a, **k: starts.append(start) or real(
+        lm, hidden, start, *a, **k))
+    passes = late.first_pass
+    monkeypatch.setattr(late, "first_pass", lambda *a, **k: pytest.fail("a cached row was recomputed in full"))
+    logits, _ = late.run(index)
+    monkeypatch.setattr(late, "first_pass", passes)
+    assert starts == [2]
+    expected, _ = PromptRunner(tiny, prompts, tail=None).run(index)
+    torch.testing.assert_close(logits, expected, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize(("position", "fix"), [(-3, "tail=3 or more"), (0, r"tail=PositionTail\(\(0,\)\) or None")])
 def test_position_in_the_cached_prefix_names_it_and_the_tail(llama, position, fix):
     prompts, _ = _setup(llama, shared=True)

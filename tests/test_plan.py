@@ -215,3 +215,23 @@ def test_plan_counts_the_late_layers_and_the_tails_of_chapter_02():
     finally:
         cost.Lengths.tails = original  # type: ignore[method-assign]
     assert counted > last_only
+
+
+def test_extraction_estimates_match_the_counted_flops():
+    """Both extracted vectors of chapter 01 on the tiny model: the Vanilla TV (its prompts, then its layer chosen
+    among three) and the function vector (mean head outputs, then every head's indirect effect)."""
+    from ltvlib.baselines.function_vector import FunctionVectorConfig, extract_function_vector
+    from ltvlib.baselines.vanilla_tv import VanillaTVConfig, extract_vanilla_tv, select_layer
+    from ltvlib.study.cost import function_vector_cost, vanilla_tv_cost
+
+    lm = tiny_llama()
+    splits = load_splits("antonym", seed=0, n_train=64, n_val=16)
+    pool = list(splits.train)
+    lengths = _lengths(lm, "antonym", pool)
+    tv_config = VanillaTVConfig(shots=3, n_contexts=6, template="task", n_dev=12)
+    measured, _ = _counted(lambda: select_layer(lm, extract_vanilla_tv(lm, "antonym", pool, tv_config),
+                                                list(splits.validation), layers=[0, 1, 2]))
+    _check(vanilla_tv_cost(_shape(lm), lengths, tv_config, [0, 1, 2]).flops, measured)
+    fv_config = FunctionVectorConfig(shots=3, n_mean=8, n_ie=4, k=2)
+    measured, _ = _counted(lambda: extract_function_vector(lm, "antonym", pool, fv_config))
+    _check(function_vector_cost(_shape(lm), lengths, fv_config).flops, measured)

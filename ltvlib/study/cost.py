@@ -271,6 +271,30 @@ def eval_cost(shape: Shape, lengths: Lengths, n_test: int, layer: int, n_vectors
     return c.add(forward(shape, n_test * n_vectors, lengths.tail(positions, shots), lengths.prompt(shots), first=layer))
 
 
+def vanilla_tv_cost(shape: Shape, lengths: Lengths, config: Any, layers: Sequence[int]) -> Cost:
+    """A Vanilla TV extracted (:func:`ltvlib.baselines.vanilla_tv.extract_vanilla_tv`: ``n_contexts x n_dummy``
+    ICL prompts of ``shots`` demonstrations and as many zero-shot prompts, in full) and its layer chosen among
+    ``layers`` (:func:`~ltvlib.baselines.vanilla_tv.select_layer`: ``n_dev`` zero-shot prompts once in full, then
+    their last position from the block after each layer, where the vector replaces the stream)."""
+    rows = config.n_contexts * config.n_dummy
+    c = full(shape, rows, lengths.prompt(config.shots)).add(full(shape, rows, lengths.prompt(0)))
+    c.add(full(shape, config.n_dev, lengths.prompt(0)))
+    for layer in layers:
+        c.add(forward(shape, config.n_dev, 1, lengths.prompt(0), first=min(layer + 1, shape.n_layers)))
+    return c
+
+
+def function_vector_cost(shape: Shape, lengths: Lengths, config: Any) -> Cost:
+    """A function vector extracted (:func:`ltvlib.baselines.function_vector.extract_function_vector`): ``n_mean``
+    clean prompts of ``shots`` demonstrations in full (the mean head outputs), ``n_ie`` corrupted ones up to their
+    last token, then each corrupted prompt's last token through every block once as it is and once per head
+    patched (the indirect effects)."""
+    n = lengths.prompt(config.shots)
+    c = full(shape, config.n_mean, n)
+    c.add(forward(shape, config.n_ie, n - 1, n - 1, logits=0))
+    return c.add(forward(shape, config.n_ie * (shape.n_layers * shape.n_heads + 1), 1, n))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the chapters
 
@@ -332,10 +356,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     tv, fv = ex.extraction.vanilla_tv, ex.extraction.function_vector
     for t in ex.tasks:
         ln = lengths(t)
-        c.add(full(shape, tv.n_contexts, ln.prompt(tv.shots)))  # context states
-        c.add(full(shape, tv.n_dev * len(ex.layers), ln.prompt(0)))  # layer choice on dev queries
-        c.add(full(shape, fv.n_mean, ln.prompt(fv.shots)))  # mean head outputs
-        c.add(forward(shape, fv.n_ie * L * shape.n_heads, 1, ln.prompt(fv.shots)))  # indirect effect per head
+        c.add(vanilla_tv_cost(shape, ln, tv, ex.layers)).add(function_vector_cost(shape, ln, fv))
         done.add(("extract", t))
         for layer in ex.layers:
             c.add(eval_cost(shape, lengths(t), n_test, layer, 2 + (layer in ex.ltv_layers[t]), prompts=layer == ex.layers[0]))
@@ -518,10 +539,7 @@ def across_models_cost(shape: Shape, profile: str, lengths: Callable[[str], Leng
                 c.add(prompts_cost(shape, ln, n_icl if k else n_test, k, rs.icl_demo_sets))
                 done.add(("prompts", t, k))
         if ("extract", t) not in done:
-            c.add(full(shape, tv.n_contexts, ln.prompt(tv.shots)))
-            c.add(full(shape, tv.n_dev * len(at.extracted[t]), ln.prompt(0)))
-            c.add(full(shape, fv.n_mean, ln.prompt(fv.shots)))
-            c.add(forward(shape, fv.n_ie * L * shape.n_heads, 1, ln.prompt(fv.shots)))
+            c.add(vanilla_tv_cost(shape, ln, tv, at.extracted[t])).add(function_vector_cost(shape, ln, fv))
             done.add(("extract", t))
         for s in P.headline_seeds(prof):
             ltv(c, t, mid, s)
