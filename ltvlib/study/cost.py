@@ -13,7 +13,7 @@ How one LTV training is counted (the unit most chapters repeat), as :func:`ltvli
   batch, once per task and statistic);
   each training prompt with its teacher-forced answer tokens and each validation prompt once in full, no
   gradient (once per task and prompt kind: later vectors reuse them); the validation prompts once more without a
-  vector (the run's baseline: a full pass, then the last position through every block). Then each step runs
+  vector (the run's baseline, from the first block the validation prompts' cache keeps). Then each step runs
   ``batch`` rows of the tail (the prompt from its earliest injected position, the last one unless the vector sits
   elsewhere, and the answer tokens, padded to the batch's longest, attending the batch's longest prefix) through
   blocks ``layer..L-1``, forward and backward; each validation (before the first epoch and after each) runs the
@@ -229,10 +229,8 @@ def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *
                           shared=shared))
             c.add(batched(shape, lengths, n_v, answers=False, max_rows=32, max_tokens=PREFILL_BATCH_TOKENS,
                           shared=shared))
-        if layer > 0:  # the baseline: the validation prompts' cache holds blocks layer.. only
-            c.add(batched(shape, lengths, n_v, answers=False, max_rows=64, max_tokens=DEFAULT_BATCH_TOKENS,
-                          shared=shared))
-        c.add(forward(shape, n_v, 1, n))
+        # the baseline: the validation prompts without a vector, from the first block their cache keeps
+        c.add(forward(shape, n_v, lengths.tail(positions, shots), n, first=layer))
         a_pad = Lengths.batch_max(lengths.answers, b)
         keys = shared + Lengths.batch_max(lengths.queries, b) - 1 + a_pad
         tail = Lengths.batch_max(lengths.tails(positions, shots), b)
@@ -375,9 +373,9 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
             for s in seeds:
                 ltv(c, t, first, s, tag=setting.name if setting.name != "baseline" else "", shots=shots,
                     positions=setting.positions)
-            # the prompt alone, the LTVs (and for k-shot prompts the zero-shot-trained ones) and the three
-            # extracted vectors moved there
-            n_vectors = 1 + len(seeds) * (2 if shots else 1) + 3
+            # the prompt alone, the LTVs (and on k-shot prompts the baseline's zero-shot-trained ones) and the
+            # three extracted vectors moved there
+            n_vectors = 1 + len(seeds) + (len(fx.base_seeds) if shots else 0) + 3
             c.add(eval_cost(shape, lengths(t), fx.n_test or n_test, first, n_vectors, shots=shots,
                             demo_sets=rs.icl_demo_sets, positions=setting.positions))
     out["02"] = c
