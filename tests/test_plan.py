@@ -198,6 +198,10 @@ def test_a_second_model_pays_for_what_earlier_chapters_cached_on_the_first():
     on_book_model = chapter_costs(model_shape("smollm2-135m"), "smoke")["08"]
     assert second_model_floor("smollm2-135m", "smoke").flops > on_book_model.flops
     assert race_field("cpu", 15)["prefix-1"] == ("prefix", 0, 0)
+    from ltvlib.study.cost import RACE_GRID
+    from ltvlib.study.peft_compare import LR_GRID
+
+    assert RACE_GRID == len(LR_GRID)  # the plan prices the grid the race trains
     assert "prefix-1" not in race_field("smoke", 15)
 
 

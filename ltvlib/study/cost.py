@@ -293,6 +293,48 @@ def function_vector_cost(shape: Shape, lengths: Lengths, config: Any) -> Cost:
     return c.add(forward(shape, config.n_ie * (shape.n_layers * shape.n_heads + 1), 1, n))
 
 
+def key_head_cost(shape: Shape, lengths: Lengths, n_queries: int) -> Cost:
+    """Key-head saliency (gradients to every head over ``n_queries`` prompts) and the ablation of each head in turn
+    (the last position of each prompt through every block)."""
+    n = lengths.prompt(0)
+    c = forward(shape, n_queries, n, n, grad=True)
+    return c.add(forward(shape, n_queries * shape.n_layers * shape.n_heads, 1, n))
+
+
+def linear_fit_cost(shape: Shape, lengths: Lengths, config: Any, layer: int, n_controls: int) -> Cost:
+    """The linear map's fit and held-out checks at ``layer`` (every scale and perturbation size over the fitting and
+    held-out queries, the last position from ``layer``), for the LTV and ``n_controls`` random vectors."""
+    q = config.n_queries * config.fit_factor + config.n_heldout
+    rows = q * (len(config.scales) + len(config.lambdas)) * (1 + n_controls)
+    return forward(shape, rows, 1, lengths.prompt(0), first=layer)
+
+
+class LTVCounter:
+    """Counts each LTV a book run trains once (later chapters read it from the cache) and each task's prompt
+    passes once per prompt kind (later LTVs of the process reuse them)."""
+
+    def __init__(self, shape: Shape, lengths: Callable[[str], Lengths], run_sizes: Any) -> None:
+        self.shape, self.lengths, self.run_sizes = shape, lengths, run_sizes
+        self.trained: set[tuple] = set()
+        self.prefilled: set[tuple] = set()
+
+    def __call__(self, c: Cost, task: str, layer: int, seed: int, tag: str = "", *, recipe: Any = None,
+                 n_train: int | None = None, n_val: int | None = None, shots: int = 0,
+                 positions: Sequence[int] = (-1,)) -> None:
+        """Add to ``c`` the LTV of ``task`` at ``layer`` (``tag`` tells apart LTVs the key would otherwise merge)
+        unless it was counted before."""
+        key = (task, layer, seed, tag, shots)
+        if key in self.trained:
+            return
+        self.trained.add(key)
+        pkey = (task, shots, tag if recipe is not None else "")
+        rs = self.run_sizes
+        c.add(ltv_training_cost(self.shape, self.lengths(task), layer, recipe or rs.recipe,
+                                n_train=n_train or rs.n_train, n_val=n_val or rs.n_val, shots=shots,
+                                prefill=pkey not in self.prefilled, positions=positions))
+        self.prefilled.add(pkey)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the chapters
 
@@ -312,25 +354,13 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     recipe = rs.recipe
     n_test = rs.n_test or 500  # None = whole test split: the paper's are about 500 queries per task
     n_icl = rs.n_test_icl or n_test
-    trained: set[tuple] = set()
-    prefilled: set[tuple] = set()
     done: set[tuple] = set()  # extractions and test-prompt passes already counted: ("extract", task), ("prompts", ...)
     out: dict[str, Cost] = {}
 
     def lengths(task: str) -> Lengths:
         return task_lengths(task, tokenizer)
 
-    def ltv(c: Cost, task: str, layer: int, seed: int, tag: str = "", *, recipe_: Any = None, n_train: int | None = None,
-            n_val: int | None = None, shots: int = 0, positions: Sequence[int] = (-1,)) -> None:
-        key = (task, layer, seed, tag, shots)
-        if key in trained:
-            return
-        trained.add(key)
-        pkey = (task, shots, tag if recipe_ is not None else "")
-        c.add(ltv_training_cost(shape, lengths(task), layer, recipe_ or recipe, n_train=n_train or rs.n_train,
-                                n_val=n_val or rs.n_val, shots=shots, prefill=pkey not in prefilled,
-                                positions=positions))
-        prefilled.add(pkey)
+    ltv = LTVCounter(shape, lengths, rs)
 
     # 00: headline LTVs at the middle layer; zero-shot, ICL and LTV accuracy on every task
     c = Cost()
@@ -391,9 +421,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
             ltv(c, t, layer, 0)
             c.add(eval_cost(shape, lengths(t), n_test, layer, 2 + kh.n_random * kh.n_draws, prompts=False))
     for t in (*kh.label_tasks, *kh.open_tasks):
-        n = lengths(t).prompt(0)
-        c.add(forward(shape, kh.n_queries, n, n, grad=True))  # saliency: gradients to every head
-        c.add(forward(shape, kh.n_queries * L * shape.n_heads, 1, n))  # ablation of each head
+        c.add(key_head_cost(shape, lengths(t), kh.n_queries))
     out["04"] = c
 
     # 05: linearity: fits on held-out queries at each scale, random-vector controls
@@ -401,12 +429,10 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     lp = P.linearity_chapter_plan(profile, n_layers=L)
     lc = lp.config
     for t, layers in lp.layers.items():
-        n = lengths(t).prompt(0)
         for layer in layers:
             for s in lp.seeds(t):
                 ltv(c, t, layer, s)
-                q = lc.n_queries * lc.fit_factor + lc.n_heldout
-                c.add(forward(shape, q * (len(lc.scales) + len(lc.lambdas)) * (1 + lp.n_draws), 1, n, first=layer))
+                c.add(linear_fit_cost(shape, lengths(t), lc, layer, lp.n_draws))
     out["05"] = c
 
     # 06: LTVs across seeds and tasks, transfer between tasks; composition
@@ -429,7 +455,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     c = Cost()
     mp = P.myopic_plan(profile)
     ms = mp.sizes
-    ltv(c, ms.task, mid, 0, recipe_=with_patience(recipe, ms.ltv_patience), n_train=ms.ltv_n_train, n_val=ms.ltv_n_val)
+    ltv(c, ms.task, mid, 0, recipe=with_patience(recipe, ms.ltv_patience), n_train=ms.ltv_n_train, n_val=ms.ltv_n_val)
     ln = lengths(ms.task)
     for k in (0, *ms.icl_shots):
         c.add(full(shape, ms.n_test or n_test, ln.prompt(k)))
@@ -475,11 +501,10 @@ def adapter_run_cost(shape: Shape, lengths: Lengths, first: int, virtual: int, s
     return c
 
 
-def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: Callable[..., None]) -> Cost:
+def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: LTVCounter) -> Cost:
     """Chapter 03 as it runs (``chapters/03_peft.py``): on each task every method of :func:`race_field` trains
     :data:`RACE_GRID` learning rates with the first seed and the chosen one with every other seed, each run to the
-    schedule's cap (early stopping only ends a run sooner); the LTV's runs by the library's trainer (``ltv``, the
-    chapter-cost closure that counts and deduplicates LTVs), the adapters' by :func:`adapter_run_cost`; the
+    schedule's cap (early stopping only ends a run sooner); the LTV's runs by the library's trainer (``ltv``), the adapters' by :func:`adapter_run_cost`; the
     prompts' states below each adapter's first block once per task."""
     from ..ltv import with_config
     from ..study import plans as P
@@ -502,7 +527,7 @@ def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv
         for name, (kind, first, virtual) in race_field(profile, mid).items():
             if kind == "ltv":
                 for run in range(n_runs):
-                    ltv(c, t, first, run, tag=f"race-{run}", recipe_=recipe, n_train=cs.n_train, n_val=cs.n_val)
+                    ltv(c, t, first, run, tag=f"race-{run}", recipe=recipe, n_train=cs.n_train, n_val=cs.n_val)
                 c.add(eval_cost(shape, ln, n_test, first, n_runs, prompts=False))
             else:
                 c.add(adapter_run_cost(shape, ln, first, virtual, sched, n_val=cs.n_val, n_test=n_test)
@@ -510,7 +535,7 @@ def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv
     return c
 
 
-def across_models_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: Callable[..., None],
+def across_models_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: LTVCounter,
                        done: set[tuple]) -> Cost:
     """Chapter 08 on one model (``chapters/08_across_models.py``): the middle-layer table (zero-shot and ICL prompts,
     both extracted vectors extracted and scored at their layers, the headline LTVs), the LTV layer sweep with the
@@ -552,17 +577,13 @@ def across_models_cost(shape: Shape, profile: str, lengths: Callable[[str], Leng
             c.add(eval_cost(shape, lengths(t), n_test, layer, 2, prompts=False))
     sz = ap.sizes
     for t in ap.tasks["key_heads"]:
-        n = lengths(t).prompt(0)
-        c.add(forward(shape, sz.n_key_queries, n, n, grad=True))  # saliency
-        c.add(forward(shape, sz.n_key_queries * L * shape.n_heads, 1, n))  # ablation of each head
+        c.add(key_head_cost(shape, lengths(t), sz.n_key_queries))
         c.add(eval_cost(shape, lengths(t), n_test, 0, 1 + sz.n_random, prompts=False))  # key heads, random heads
     lc = ap.linearity
     for t in ap.tasks["linearity"]:
-        n = lengths(t).prompt(0)
         for layer in at.linearity[t]:
             ltv(c, t, layer, 0)
-            q = lc.n_queries * lc.fit_factor + lc.n_heldout
-            c.add(forward(shape, q * (len(lc.scales) + len(lc.lambdas)) * 2, 1, n, first=layer))  # fit, 1 control
+            c.add(linear_fit_cost(shape, lengths(t), lc, layer, 1))  # one random control
     return c
 
 
@@ -571,18 +592,12 @@ def second_model_floor(model: str, profile: str = "cpu") -> Cost:
     from ..study import plans as P
 
     shape, tok = model_shape(model), tokenizer_file(model)
-    rs = P.run_sizes(P.get_profile(profile))
-    trained: set[tuple] = set()
 
-    def ltv(c: Cost, task: str, layer: int, seed: int, tag: str = "", **_: Any) -> None:
-        if (task, layer, seed, tag) in trained:
-            return
-        prefill = not any(k[0] == task for k in trained)  # the task's prompts' first passes: once per process
-        trained.add((task, layer, seed, tag))
-        c.add(ltv_training_cost(shape, task_lengths(task, tok), layer, rs.recipe, n_train=rs.n_train,
-                                n_val=rs.n_val, prefill=prefill))
+    def lengths(task: str) -> Lengths:
+        return task_lengths(task, tok)
 
-    return across_models_cost(shape, profile, lambda t: task_lengths(t, tok), ltv, set())
+    counter = LTVCounter(shape, lengths, P.run_sizes(P.get_profile(profile)))
+    return across_models_cost(shape, profile, lengths, counter, set())
 
 
 def with_patience(recipe: Any, patience: int | None) -> Any:
