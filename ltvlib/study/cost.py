@@ -31,7 +31,8 @@ How one LTV training is counted (the unit most chapters repeat), as :func:`ltvli
 FLOPs are counted as ``torch.utils.flop_counter`` counts them (:mod:`ltvlib.flops`: matrix products, attention,
 the unembedding at every position whose logits are computed; backward = activation gradients only, about 1x the
 forward of the blocks above the vector). The other chapters' measurements (extraction, head ablation, linearity
-fits, generation) are counted the same way from their plan sizes. Chapter 08 counts what it computes on this model
+fits, chapter 06's transfer and composition scores, chapter 07's behaviour scores and greedy answers) are counted
+the same way from their plan sizes and their prompts' lengths. Chapter 08 counts what it computes on this model
 that no earlier chapter did; ``--second-models`` adds a row for each of its other models, where nothing is cached.
 Every trained vector is counted once, in the first chapter (in run order) that trains it: later chapters read it
 from the cache.
@@ -351,7 +352,6 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     L, mid = shape.n_layers, shape.n_layers // 2
     prof = P.get_profile(profile)
     rs = P.run_sizes(prof)
-    recipe = rs.recipe
     n_test = rs.n_test or 500  # None = whole test split: the paper's are about 500 queries per task
     n_icl = rs.n_test_icl or n_test
     done: set[tuple] = set()  # extractions and test-prompt passes already counted: ("extract", task), ("prompts", ...)
@@ -439,34 +439,114 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     c = Cost()
     gp = P.generalization_plan(profile)
     gs = gp.sizes
-    fewer = dict(gs.fewer_seeds)
     for t in gs.tasks:
-        for s in fewer.get(t, gs.seeds):
+        for s in gs.seeds_of(t):
             ltv(c, t, mid, s)
-        c.add(eval_cost(shape, lengths(t), n_test, mid, len(gs.tasks) + gs.control_draws, prompts=False))
-    comp = gp.composition
-    for s in comp.seeds:
-        for t in ("english_french", "gender_masc_fem"):
-            ltv(c, t, mid, s)
-    c.add(forward(shape, n_test * len(comp.scales) * len(comp.seeds), 1, lengths("antonym").prompt(0), first=mid))
+    c.add(transfer_cost(shape, gs, lengths, n_test, mid))
+    c.add(composition_cost(shape, gp.composition, rs, ltv, tokenizer))
     out["06"] = c
 
-    # 07: the myopic-reward behaviour task: LTV, ICL, generated answers
-    c = Cost()
-    mp = P.myopic_plan(profile)
-    ms = mp.sizes
-    ltv(c, ms.task, mid, 0, recipe=with_patience(recipe, ms.ltv_patience), n_train=ms.ltv_n_train, n_val=ms.ltv_n_val)
-    ln = lengths(ms.task)
-    for k in (0, *ms.icl_shots):
-        c.add(full(shape, ms.n_test or n_test, ln.prompt(k)))
-    n_gen = (ms.n_test or n_test) * ms.n_generations * len(ms.judge_methods or (0, 0, 0, 0))
-    c.add(forward(shape, n_gen * ms.max_new_tokens, 1, ln.prompt(0) + ms.max_new_tokens / 2))
-    out["07"] = c
+    # 07: the myopic-reward behaviour task: both directions' LTVs and extracted vectors, every method's scores
+    out["07"] = myopic_cost(shape, profile, lengths, ltv, tokenizer=tokenizer)
 
     # 08: chapters 01, 04 and 05's measurements on this model with chapter 08's sizes; what an earlier chapter
     # computed on this model is read from the cache (the sets above), so only the rest counts here
     out["08"] = across_models_cost(shape, profile, lengths, ltv, done)
     return out
+
+
+def transfer_cost(shape: Shape, sizes: Any, lengths: Callable[[str], Lengths], n_test: int, layer: int) -> Cost:
+    """Chapter 06's transfer matrix (:func:`ltvlib.study.generalization.transfer_matrix`) with ``sizes`` (a
+    :class:`~ltvlib.study.sizes.GeneralizationSizes`): per target task its test prompts once in full (the chapter
+    keeps them for every vector it evaluates there), then the last position from block ``layer`` for every vector
+    evaluated on it (each trained seed of the target's own task, the transfer seeds of every other task) and, on
+    RTE, the random vectors of the SNLI vector's norm."""
+    c = Cost()
+    for target in sizes.tasks:
+        n_vectors = sum(len(sizes.seeds_of(s) if s == target else sizes.transfer_seeds) for s in sizes.tasks)
+        if target == "rte" and "snli" in sizes.tasks:
+            n_vectors += sizes.control_draws
+        c.add(eval_cost(shape, lengths(target), n_test, layer, n_vectors))
+    return c
+
+
+@dataclass(frozen=True)
+class FormLengths:
+    """Tokens of the composed task's prompts (:class:`Lengths` of its test queries, with its training examples as
+    demonstrations) and of every teacher-forced answer row the composition scores run: one per test query, form
+    and spelling, in :class:`ltvlib.study.composition.FormScorer`'s order."""
+
+    prompts: Lengths
+    rows: tuple[tuple[int, int], ...]
+    """(query index, answer tokens) per answer row."""
+
+
+def form_lengths(data: Any, count: Count, special: int = 0) -> FormLengths:
+    """:class:`FormLengths` of the composed task's splits in ``data`` (a
+    :class:`~ltvlib.study.composition.CompositionData`) as ``count`` tokenises them (``special`` tokens before
+    each prompt)."""
+    from ..tasks import get_task
+    from .composition import COMPOSED, FORMS
+
+    task = get_task(COMPOSED)
+    test = list(data.test)
+    prompts = Lengths(tuple(count(task.format_query(e.input)) for e in test),
+                      tuple(count(task.format_answer(e.output)) for e in test),
+                      tuple(count(task.format_demo(e) + task.separator) for e in data.splits[COMPOSED].train), special)
+    rows = tuple((i, max(1, count(task.format_answer(spelling))))
+                 for i, forms in enumerate(data.forms) for form in FORMS for spelling in forms[form])
+    return FormLengths(prompts, rows)
+
+
+FORM_BATCH = 128
+"""Answer rows per forward of the composition scores (``FormScorer.form_logprobs``' ``batch_size``)."""
+
+
+def form_score_cost(shape: Shape, fl: FormLengths, *, shots: int, vector_scores: int, layer: int) -> Cost:
+    """One :class:`ltvlib.study.composition.FormScorer` (test prompts with ``shots`` demonstrations each): its prompts
+    once in full, then per score the last prompt token and every answer row (teacher-forced, :data:`FORM_BATCH`
+    rows a forward, padded to the forward's longest answer) attending the cached prompt. Without a vector a score
+    runs every block; ``vector_scores`` scores with a vector entering block ``layer`` run blocks ``layer..L-1``,
+    after one pass through every block that keeps the tokens' states below it (the first such score)."""
+    n = len(fl.prompts.queries)
+    prompt = fl.prompts.prompt(shots)
+    width = fl.prompts.special + shots * fl.prompts.demo + max(fl.prompts.queries)  # one padded batch
+    c = forward(shape, n, width, width)
+
+    def score(first: int, logits: bool) -> Cost:
+        s = forward(shape, n, 1, prompt, first=first)
+        for start in range(0, len(fl.rows), FORM_BATCH):
+            chunk = fl.rows[start : start + FORM_BATCH]
+            longest = max(a for _, a in chunk)
+            s.add(forward(shape, len(chunk), longest, prompt + longest, first=first, logits=longest if logits else 1))
+        return s
+
+    c.add(score(0, True))  # the score without a vector
+    if vector_scores:
+        c.add(score(0, False))  # the states below the vector's block, kept
+        c.add(score(layer, True).scaled(vector_scores))
+    return c
+
+
+def composition_cost(shape: Shape, sizes: Any, run_sizes: Any, ltv: LTVCounter, tokenizer: Path | None) -> Cost:
+    """Chapter 06's composition (:func:`ltvlib.study.composition.composition_result` per seed of ``sizes``): the
+    three middle-layer LTVs on the cleaned splits, then the composed test queries scored zero-shot, with each ICL
+    shot count, and with every vector (each component LTV, their sum, a random vector of the sum's norm, the
+    composed task's LTV and each pair of the scale grid)."""
+    from .composition import TASKS, composition_data
+
+    mid = shape.n_layers // 2
+    data = composition_data(run_sizes, test_pairs=sizes.test_pairs)
+    fl = form_lengths(data, *file_counter(tokenizer))
+    c = Cost()
+    for s in sizes.seeds:
+        for t in TASKS:
+            split = data.splits[t]
+            ltv(c, t, mid, s, tag="composition", n_train=len(split.train), n_val=len(split.validation))
+        c.add(form_score_cost(shape, fl, shots=0, vector_scores=5 + len(sizes.scales) ** 2, layer=mid))
+        for k in sizes.icl_shots:
+            c.add(form_score_cost(shape, fl, shots=k, vector_scores=0, layer=mid))
+    return c
 
 
 RACE_GRID = 3
@@ -524,7 +604,7 @@ def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv
         # the prompts once through the blocks below the middle one (first = L - mid counts mid blocks), which no
         # middle-layer method changes
         c.add(forward(shape, rows, ln.prompt(0), ln.prompt(0), first=shape.n_layers - mid, logits=0))
-        for name, (kind, first, virtual) in race_field(profile, mid).items():
+        for kind, first, virtual in race_field(profile, mid).values():
             if kind == "ltv":
                 for run in range(n_runs):
                     ltv(c, t, first, run, tag=f"race-{run}", recipe=recipe, n_train=cs.n_train, n_val=cs.n_val)
@@ -532,6 +612,191 @@ def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv
             else:
                 c.add(adapter_run_cost(shape, ln, first, virtual, sched, n_val=cs.n_val, n_test=n_test)
                       .scaled(n_runs))
+    return c
+
+
+AB_BATCH = 64
+"""Prompts per forward of chapter 07's letter scores (:func:`ltvlib.study.myopic.score_ab`'s ``batch_size``)."""
+
+TEXT_BATCH = 32
+"""Prompts per forward of chapter 07's option-text scores and greedy answers
+(:func:`ltvlib.study.myopic.score_option_text`' and :func:`~ltvlib.study.myopic.greedy_option_answers`'
+``batch_size``)."""
+
+
+def myopic_lengths_of(task: str, test: Sequence[Any], pool: Sequence[Any], count: Count,
+                      special: int = 0) -> tuple[Lengths, Lengths, Lengths]:
+    """:class:`Lengths` of chapter 07's held-out items ``test`` (in the order they are scored) as ``count`` tokenises
+    them, with demonstrations from ``pool`` (the task's training items): the A/B prompts (answer: the letter), and
+    the option-text prompts (:func:`ltvlib.study.myopic.text_task`'s template, the options listed in their given
+    order) with the text of option ``(A)`` and of option ``(B)`` as the answer (demonstrations rewritten by
+    :func:`~ltvlib.study.myopic.text_demos`)."""
+    from ..tasks import get_task
+    from .myopic import layout_orders, parse_item, text_demos, text_query, text_task
+
+    t, tt = get_task(task), text_task(task)
+    ab = Lengths(tuple(count(t.format_query(e.input)) for e in test),
+                 tuple(count(t.format_answer(e.output)) for e in test),
+                 tuple(count(t.format_demo(e) + t.separator) for e in pool), special)
+    items = [parse_item(e) for e in test]
+    order = layout_orders("listed")[0]  # the other order lists the same lines: the same tokens
+    queries = tuple(count(tt.format_query(text_query(it, order))) for it in items)
+    demos = tuple(count(tt.format_demo(d) + tt.separator) for d in text_demos(pool, "listed"))
+    text_a, text_b = (Lengths(queries, tuple(count(tt.format_answer(it.options[k])) for it in items), demos, special)
+                      for k in (0, 1))
+    return ab, text_a, text_b
+
+
+@cache
+def myopic_lengths(task: str, n_test: int | None, tokenizer: Path | None = None) -> tuple[Lengths, Lengths, Lengths]:
+    """:func:`myopic_lengths_of` the letter-balanced held-out set of ``task``
+    (:func:`ltvlib.study.myopic.balanced_test` of ``n_test`` items), with the first :data:`LENGTH_SAMPLE` training
+    examples as demonstrations, counted with the ``tokenizer.json`` at ``tokenizer``."""
+    from ..tasks import load_splits
+    from .myopic import balanced_test
+
+    pool = list(load_splits(task, n_train=600, n_val=0).train)[:LENGTH_SAMPLE]
+    return myopic_lengths_of(task, balanced_test(task, n_test), pool, *file_counter(tokenizer))
+
+
+def _myopic_batches(lengths: Lengths, answers: Sequence[int] | None, groups: int, size: int,
+                    n: int | None = None) -> list[tuple[int, int, int]]:
+    """Per forward of chapter 07's scorers: (prompts, the longest query, the longest answer or 1 without
+    ``answers``). A set with ``groups`` demonstration blocks gives block ``g`` the items ``g, g + groups, ...``;
+    each block's items (the first ``n`` items only) run ``size`` at a time in item order, left-padded to the
+    longest."""
+    m = len(lengths.queries) if n is None else n
+    out = []
+    for g in range(groups):
+        index = list(range(g, m, groups))
+        for start in range(0, len(index), size):
+            chunk = index[start : start + size]
+            out.append((len(chunk), max(lengths.queries[i] for i in chunk),
+                        max(answers[i] for i in chunk) if answers is not None else 1))
+    return out
+
+
+def scored_set_cost(shape: Shape, lengths: Lengths, *, options: Sequence[Sequence[int] | None] = (None,),
+                    shots: int = 0, demo_sets: int | None = None, batch_size: int = AB_BATCH, plain: bool = True,
+                    states: bool = False, layers: Sequence[int] = ()) -> Cost:
+    """One prompt set of chapter 07 (an :class:`~ltvlib.evaluate.EvalSet` of the held-out items, or one order of an
+    :class:`~ltvlib.study.myopic.OptionTextSet`) scored as :func:`~ltvlib.study.myopic.score_ab` (``options`` =
+    ``(None,)``: the next token only) or :func:`~ltvlib.study.myopic.score_option_text` (``options``: per option,
+    its answer tokens per item, teacher-forced) score it, in :func:`_myopic_batches` of ``batch_size``:
+
+    - ``plain``: the set built and scored without a vector: the shared prefix (special tokens and, with ``shots``,
+      each of ``demo_sets`` demonstration blocks) once; each batch's prompts in full with the first option's tokens
+      but its last; then each option's tail (the last prompt token and the option's tokens) through every block.
+    - ``states``: each option's tail once more through every block, keeping the streams there (the first vector a
+      cached set meets).
+    - ``layers``: per vector entering block ``layer`` (at the last prompt token; a block output at ``layer`` runs
+      from that block too), each option's tail through blocks ``layer..L-1``."""
+    groups = demo_sets if shots and demo_sets else 1
+    shared = lengths.shared(shots)
+    c = full(shape, groups, shared) if plain and shared else Cost()
+    for k, answers in enumerate(options):
+        for rows, width, a in _myopic_batches(lengths, answers, groups, batch_size):
+            keys = shared + width - 1 + a
+            if plain:
+                if k == 0:  # the prompts' keys and values, kept for every later option and vector
+                    c.add(forward(shape, rows, width + a - 1, shared + width + a - 1))
+                c.add(forward(shape, rows, a, keys, logits=a))
+            if states:
+                c.add(forward(shape, rows, a, keys))
+            for layer in layers:
+                c.add(forward(shape, rows, a, keys, first=layer, logits=a))
+    return c
+
+
+def greedy_answers_cost(shape: Shape, lengths: Lengths, n: int, new_tokens: int, *, shots: int = 0,
+                        demo_sets: int | None = None, batch_size: int = TEXT_BATCH) -> Cost:
+    """:func:`ltvlib.study.myopic.greedy_option_answers` of the first ``n`` prompts of ``lengths``: each batch's
+    prompts in full after their shared prefix (computed with the set), then ``new_tokens - 1`` single tokens each
+    attending the prompt and the tokens before it (the last one's logits need no further pass; every answer
+    runs all ``new_tokens``)."""
+    groups = demo_sets if shots and demo_sets else 1
+    shared = lengths.shared(shots)
+    c = Cost()
+    for rows, width, _ in _myopic_batches(lengths, None, groups, batch_size, n):
+        c.add(forward(shape, rows, width, shared + width))
+        c.add(forward(shape, rows * (new_tokens - 1), 1, shared + width + new_tokens / 2))
+    return c
+
+
+def behaviour_cell_cost(shape: Shape, ab: Lengths, text: tuple[Lengths, Lengths], *, shots: int = 0,
+                        demo_sets: int | None = None, layer: int | None = None, states: bool = False,
+                        judged: int = 0, new_tokens: int = 0) -> Cost:
+    """One :func:`ltvlib.study.myopic.behaviour_scores` call after its vector exists (``ab``, ``text``:
+    :func:`myopic_lengths`): the A/B prompts as given and with the options swapped (:data:`AB_BATCH` a forward),
+    the option-text prompts in both orders with each option's text (:data:`TEXT_BATCH`), and greedy answers of
+    ``new_tokens`` to the first ``judged`` option-text prompts (options in their given order).
+
+    - ``layer`` None: zero-shot (``shots`` 0: the sets every vector reuses, built here) or ICL (``shots``
+      demonstrations in ``demo_sets`` blocks: sets of its own, the A/B ones not cached): every set
+      :func:`scored_set_cost`'s ``plain``.
+    - ``layer``: a vector entering block ``layer`` on the zero-shot sets (scored before): each set's tails from
+      ``layer``, with the streams' pass when ``states`` (the first vector); greedy answers run the whole prompt."""
+    def both(lengths: Lengths, options: Sequence[Sequence[int] | None], batch_size: int) -> Cost:
+        # two sets alike: the A/B items as given and swapped, or the option text in both orders
+        return scored_set_cost(shape, lengths, options=options, shots=shots, demo_sets=demo_sets,
+                               batch_size=batch_size, plain=layer is None, states=states and layer is not None,
+                               layers=() if layer is None else (layer,)).scaled(2)
+
+    c = both(ab, (None,), AB_BATCH).add(both(text[0], (text[0].answers, text[1].answers), TEXT_BATCH))
+    if judged:
+        c.add(greedy_answers_cost(shape, text[0], judged, new_tokens, shots=shots, demo_sets=demo_sets))
+    return c
+
+
+def myopic_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: LTVCounter, *,
+                tokenizer: Path | None = None, seeds: Sequence[int] = (0,)) -> Cost:
+    """Chapter 07 as it runs (``chapters/07_myopic.py``: :func:`ltvlib.study.myopic.myopic_behaviour` with the
+    chapter's one seed, ``seeds``, then each direction's LTV, read from the cache; it shows no free generations, so
+    :func:`~ltvlib.study.myopic.generation_examples` is not counted) in ``profile``: for each direction and seed,
+    the LTV (``ltv``; its recipe, training and letter-balanced validation sizes from the plan), the Vanilla TV
+    (extracted, its layer chosen among the sweep layers and the middle one) and the function vector, with
+    :func:`~ltvlib.study.myopic.extraction_configs`; then every :func:`behaviour_cell_cost`: zero-shot once, each
+    ICL shot count per direction, and per direction the Vanilla TV in both forms at its layer (chosen at run time:
+    counted at the candidates' median), the function vector at its layer, the LTV and ``random_draws`` random
+    vectors at the middle block. Greedy answers are judged for the plan's ``judge_methods`` on its first
+    ``judge_items`` items. The held-out prompts' lengths come from :func:`myopic_lengths` with ``tokenizer``; the
+    training prompts' (demonstrations, extraction) from ``lengths``."""
+    from ..study import plans as P
+    from .ltvs import sweep_with_middle
+    from .myopic import DIRECTIONS, extraction_configs, method_names
+
+    L, mid = shape.n_layers, shape.n_layers // 2
+    mp = P.myopic_plan(profile)
+    ms, rs = mp.sizes, mp.run_sizes
+    ab, text_a, text_b = myopic_lengths(ms.task, ms.n_test, tokenizer)
+    text = (text_a, text_b)
+    train = lengths(ms.task)
+    vtv, fv = extraction_configs(rs, ms)
+    candidates = sweep_with_middle(L, rs)
+    tv_layer = statistics.median_low(candidates)
+    fv_layer = fv.layer if fv.layer is not None else L // 3
+    judged = set(ms.judge_methods or method_names(ms))
+    n_judge = len(ab.queries) if ms.judge_items is None else ms.judge_items
+
+    def cell(method: str, **kw: Any) -> Cost:
+        return behaviour_cell_cost(shape, ab, text, judged=n_judge if method in judged else 0,
+                                   new_tokens=ms.judge_new_tokens, **kw)
+
+    c = cell("zero_shot")
+    vectors = [("vanilla_tv", tv_layer), ("vanilla_tv_difference", tv_layer), ("function_vector", fv_layer),
+               ("ltv", mid), *(("random", mid) for _ in range(ms.random_draws))]
+    first = True  # no vector has met the zero-shot sets' streams yet
+    for s in seeds:
+        for d in DIRECTIONS:
+            ltv(c, ms.task, mid, s, tag=f"myopic-{d}", recipe=with_patience(rs.recipe, ms.ltv_patience),
+                n_train=ms.ltv_n_train, n_val=ms.ltv_n_val)
+            c.add(vanilla_tv_cost(shape, train, vtv, candidates)).add(function_vector_cost(shape, train, fv))
+            for k in ms.icl_shots:
+                c.add(cell(f"icl{k}", shots=k, demo_sets=rs.icl_demo_sets))
+            for method, layer in vectors:
+                # a vector at block 0 reruns the tails through every block without keeping their streams
+                c.add(cell(method, layer=layer, states=first and layer > 0))
+                first = first and layer == 0
     return c
 
 
