@@ -202,6 +202,16 @@ def test_peak_memory_sees_what_a_child_process_holds() -> None:
     assert idle.peak_bytes < 300 * 2**20  # nothing of the previous child is left in a new measurement
 
 
+def test_peak_memory_sees_a_child_that_lives_under_a_second() -> None:
+    import subprocess
+    import sys
+
+    hold = "x = bytearray(100 * 2**20); import time; time.sleep(0.3)"
+    with book.PeakMemory() as memory:  # the default interval, as a chapter's run uses it
+        subprocess.run([sys.executable, "-c", hold], check=True)
+    assert memory.peak_bytes > 100 * 2**20
+
+
 def test_failing_chapter_keeps_good_notebook(tmp_path: Path) -> None:
     root = write_book(tmp_path, {"format": "jb-book", "root": "intro", "chapters": [{"file": "chapters/03_bad"}]})
     ch = book.read_chapters(root)[0]

@@ -42,10 +42,11 @@ def _lengths(lm, task: str, examples) -> Lengths:
     return Lengths.of(get_task(task), list(examples), count, special)
 
 
-def _check(estimate: float, measured: int) -> None:
-    assert measured > 0
-    print(f"estimate / measured = {estimate / measured:.3f} ({estimate:.4g} / {measured:.4g} FLOPs)")
-    assert abs(estimate / measured - 1) <= TOLERANCE, f"estimate {estimate:.4g} vs measured {measured:.4g} FLOPs"
+def _check(estimate: float, measured: int, what: str = "") -> None:
+    label = f"{what}: " if what else ""
+    assert measured > 0, what
+    print(f"{label}estimate / measured = {estimate / measured:.3f} ({estimate:.4g} / {measured:.4g} FLOPs)")
+    assert abs(estimate / measured - 1) <= TOLERANCE, f"{label}estimate {estimate:.4g} vs measured {measured:.4g} FLOPs"
 
 
 def _train_and_estimate(lm, task: str, recipe, *, layer: int, n_train: int, n_val: int,

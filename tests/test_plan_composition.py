@@ -52,7 +52,7 @@ def test_composition_counts_three_ltvs_per_seed_and_every_score():
     sizes = generalization_plan("cpu").composition
 
     def cost(s) -> tuple[float, int]:
-        counter = LTVCounter(shape, lambda t: task_lengths(t), rs)
+        counter = LTVCounter(shape, task_lengths, rs)
         return composition_cost(shape, s, rs, counter, None).flops, len(counter.trained)
 
     base, trained = cost(sizes)

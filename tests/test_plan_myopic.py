@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 from models_fixtures import tiny_llama
 
-from ltvlib.flops import Shape, model_shape, shape_from_config
+from ltvlib.flops import Cost, model_shape
 from ltvlib.ltv import with_config
 from ltvlib.study import plans as P
 from ltvlib.study.cost import (
@@ -26,28 +26,12 @@ from ltvlib.study.cost import (
 from ltvlib.study.ltvs import sweep_with_middle
 from ltvlib.study.myopic import balanced_test, behaviour_scores, direction_ltv, direction_splits, extraction_configs
 from ltvlib.tasks import get_task
-from tests.bench_scripts import load_bench
+from tests.test_plan import TOLERANCE, _check, _counted, _shape
 
-TOLERANCE = 0.10
 JUDGED = ("zero_shot", "icl2", "ltv", "random")
 # 68 items: two letter-score forwards of 64, three option-text forwards of 32 per order; 34 judged: two batches
 SIZES = dataclasses.replace(P.myopic_sizes(P.get_profile("smoke")), n_test=68, judge_items=34, judge_new_tokens=4,
                             judge_methods=JUDGED)
-
-
-def _counted(fn) -> tuple[int, object]:
-    total, _, result = load_bench("floor").counted_flops(fn)
-    return total, result
-
-
-def _shape(lm) -> Shape:
-    return shape_from_config(lm.model.config, lm.name)
-
-
-def _check(estimate: float, measured: int, what: str) -> None:
-    assert measured > 0, what
-    print(f"{what}: estimate / measured = {estimate / measured:.3f} ({estimate:.4g} / {measured:.4g} FLOPs)")
-    assert abs(estimate / measured - 1) <= TOLERANCE, f"{what}: estimate {estimate:.4g} vs measured {measured:.4g}"
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +134,6 @@ def test_chapter_row_counts_both_directions_extractions_and_every_cell(monkeypat
     extraction = (vanilla_tv_cost(shape, train, vtv, sweep_with_middle(shape.n_layers, rs)).flops
                   + function_vector_cost(shape, train, fv).flops)
     one_ltv = LTVCounter(shape, task_lengths, rs)
-    from ltvlib.flops import Cost
-
     c = Cost()
     one_ltv(c, ms.task, mid, 0, recipe=with_config(rs.recipe, patience=ms.ltv_patience), n_train=ms.ltv_n_train,
             n_val=ms.ltv_n_val)

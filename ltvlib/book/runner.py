@@ -254,7 +254,7 @@ RUN_KEY = "ltvbook_run"
 
 class PeakMemory:
     """The peak resident memory of this process's children (a chapter's kernel and what it starts), summed over
-    them, sampled every ``interval`` seconds while the ``with`` block runs.
+    them, sampled while the ``with`` block runs: every 50 ms for the first 5 s, then every ``interval`` seconds.
 
     ``peak_bytes`` is 0 where ``psutil`` is missing or no child was ever seen. Sampling misses a spike shorter
     than ``interval``; a chapter's memory grows with what it keeps (models, prompt caches), so the peak of a
@@ -273,6 +273,8 @@ class PeakMemory:
         except ImportError:  # a measurement only: the build runs without it
             return
         me = psutil.Process()
+        # Dense for the first seconds, then every ``interval``: a kernel that lives under a second is still seen.
+        start = time.monotonic()
         while True:
             total = 0
             for child in me.children(recursive=True):
@@ -281,7 +283,8 @@ class PeakMemory:
                 except psutil.Error:  # a child that ended between listing and reading
                     pass
             self.peak_bytes = max(self.peak_bytes, total)
-            if self._stop.wait(self.interval):
+            wait = min(0.05, self.interval) if time.monotonic() - start < 5 else self.interval
+            if self._stop.wait(wait):
                 return
 
     def __enter__(self) -> PeakMemory:  # noqa: PYI034 (typing.Self needs Python 3.11; we support 3.10)

@@ -159,12 +159,15 @@ class Lengths:
         return sum(v * ((k / m) ** rows - ((k - 1) / m) ** rows) for k, v in enumerate(ordered, 1))
 
     @classmethod
-    def of(cls, task: Any, examples: Sequence[Any], count: Count, special: int = 0) -> Lengths:
+    def of(cls, task: Any, examples: Sequence[Any], count: Count, special: int = 0,
+           demos: Sequence[Any] | None = None) -> Lengths:
         """The lengths of ``examples`` of ``task`` (a :class:`~ltvlib.tasks.Task`) as ``count`` tokenises them
-        (without special tokens; ``special`` of them before each prompt)."""
+        (without special tokens; ``special`` of them before each prompt), with ``demos`` as the demonstrations
+        (default: ``examples`` themselves)."""
         return cls(tuple(count(task.format_query(e.input)) for e in examples),
                    tuple(count(task.format_answer(e.output)) for e in examples),
-                   tuple(count(task.format_demo(e) + task.separator) for e in examples), special)
+                   tuple(count(task.format_demo(e) + task.separator) for e in (examples if demos is None else demos)),
+                   special)
 
 
 def batched(shape: Shape, lengths: Lengths, rows: int, *, answers: bool, max_rows: int, max_tokens: int,
@@ -490,9 +493,7 @@ def form_lengths(data: Any, count: Count, special: int = 0) -> FormLengths:
 
     task = get_task(COMPOSED)
     test = list(data.test)
-    prompts = Lengths(tuple(count(task.format_query(e.input)) for e in test),
-                      tuple(count(task.format_answer(e.output)) for e in test),
-                      tuple(count(task.format_demo(e) + task.separator) for e in data.splits[COMPOSED].train), special)
+    prompts = Lengths.of(task, test, count, special, demos=data.splits[COMPOSED].train)
     rows = tuple((i, max(1, count(task.format_answer(spelling))))
                  for i, forms in enumerate(data.forms) for form in FORMS for spelling in forms[form])
     return FormLengths(prompts, rows)
@@ -543,6 +544,7 @@ def composition_cost(shape: Shape, sizes: Any, run_sizes: Any, ltv: LTVCounter, 
         for t in TASKS:
             split = data.splits[t]
             ltv(c, t, mid, s, tag="composition", n_train=len(split.train), n_val=len(split.validation))
+        # composition_result's vectors: each component LTV, their sum, the random control, the composed LTV
         c.add(form_score_cost(shape, fl, shots=0, vector_scores=5 + len(sizes.scales) ** 2, layer=mid))
         for k in sizes.icl_shots:
             c.add(form_score_cost(shape, fl, shots=k, vector_scores=0, layer=mid))
@@ -635,9 +637,7 @@ def myopic_lengths_of(task: str, test: Sequence[Any], pool: Sequence[Any], count
     from .myopic import layout_orders, parse_item, text_demos, text_query, text_task
 
     t, tt = get_task(task), text_task(task)
-    ab = Lengths(tuple(count(t.format_query(e.input)) for e in test),
-                 tuple(count(t.format_answer(e.output)) for e in test),
-                 tuple(count(t.format_demo(e) + t.separator) for e in pool), special)
+    ab = Lengths.of(t, test, count, special, demos=pool)
     items = [parse_item(e) for e in test]
     order = layout_orders("listed")[0]  # the other order lists the same lines: the same tokens
     queries = tuple(count(tt.format_query(text_query(it, order))) for it in items)
