@@ -6,6 +6,7 @@ a config alone."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +241,63 @@ def test_extraction_estimates_match_the_counted_flops():
     fv_config = FunctionVectorConfig(shots=3, n_mean=8, n_ie=4, k=2)
     measured, _ = _counted(lambda: extract_function_vector(lm, "antonym", pool, fv_config))
     _check(function_vector_cost(_shape(lm), lengths, fv_config).flops, measured)
+
+
+def test_a_chapters_prompt_passes_are_counted_per_tail_block_and_kernel(tmp_path, monkeypatch):
+    """A chapter's LTVs in the order it trains them, each counted on its own: the prompts' first passes are paid
+    again for a new tail and for an earlier block than the store keeps, not for a later block; the stream RMS once
+    per task and positions; a new chapter (an emptied store) pays the passes again but not the RMS (on disk)."""
+    from types import SimpleNamespace
+
+    from ltvlib.flops import Cost
+    from ltvlib.study.cost import LTVCounter
+
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    lm = tiny_llama(seed=50)
+    recipe = with_config(FAST_SMALL, retries_without_progress=0)
+    splits = load_splits("antonym", seed=0, n_train=64, n_val=32)
+    lengths = _lengths(lm, "antonym", splits.train)
+    counter = LTVCounter(_shape(lm), lambda task: lengths, SimpleNamespace(recipe=recipe, n_train=64, n_val=32))
+    prompt_store.STORE.clear()
+    estimates = {}
+    for name, layer, positions, seed in (("first", 1, (-1,), 0), ("new tail", 1, (4,), 0),
+                                         ("earlier block", 0, (-1,), 0), ("later block", 2, (-1,), 0),
+                                         ("new chapter", 2, (-1,), 1)):
+        if name == "new chapter":
+            prompt_store.STORE.clear()
+            counter.new_chapter()
+        measured, _ = _counted(lambda layer=layer, positions=positions, seed=seed: train_ltv(
+            lm, "antonym", layers=[layer], positions=list(positions), recipe=recipe, seed=seed, splits=splits,
+            progress=False))
+        c = Cost()
+        counter(c, "antonym", layer, seed, positions=positions)
+        _check(c.flops, measured, name)
+        estimates[name] = c.flops
+    # the passes the rules add are a visible share of these runs: a count that skipped them would fail above
+    assert estimates["earlier block"] > 1.3 * estimates["later block"]
+    assert estimates["new chapter"] > 1.3 * estimates["later block"]
+
+
+def test_a_small_task_is_counted_with_the_queries_its_split_holds(tmp_path, monkeypatch):
+    """Capital's default split holds 98 training and 49 validation queries where 600 and 200 are asked for: the
+    count follows what runs, not what was asked for (and its 50 test queries cap an evaluation of 200)."""
+    from types import SimpleNamespace
+
+    from ltvlib.flops import Cost
+    from ltvlib.study.cost import LTVCounter, split_sizes
+
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    lm = tiny_llama(seed=60)
+    recipe = with_config(FAST_SMALL, retries_without_progress=0)
+    train, val, test = split_sizes("capital", 600, 200)
+    assert (train, val) == (98, 49) and test < 200
+    splits = load_splits("capital", seed=0, n_train=600, n_val=200)
+    lengths = _lengths(lm, "capital", splits.train)
+    prompt_store.STORE.clear()
+    measured, _ = _counted(lambda: train_ltv(lm, "capital", layers=[1], recipe=recipe, seed=0, n_train=600, n_val=200,
+                                             progress=False))
+    c = Cost()
+    LTVCounter(_shape(lm), lambda task: lengths, SimpleNamespace(recipe=recipe, n_train=600, n_val=200))(c, "capital", 1, 0)
+    _check(c.flops, measured, "capital at 600 and 200 asked for")
+    capped = dataclasses.replace(lengths, test_size=test)
+    assert eval_cost(_shape(lm), capped, 200, 1, 2).flops == eval_cost(_shape(lm), lengths, test, 1, 2).flops

@@ -10,9 +10,11 @@ few per cent on these English prompts).
 How one LTV training is counted (the unit most chapters repeat), as :func:`ltvlib.ltv.train_ltv` runs it:
 
 - ``fast`` recipe (prefix caching): the stream's size at the sites (the first 32 training prompts in one padded
-  batch, once per task and statistic);
+  batch, once per task, positions and statistic in the whole book: it is cached on disk);
   each training prompt with its teacher-forced answer tokens and each validation prompt once in full, no
-  gradient (once per task and prompt kind: later vectors reuse them); the validation prompts once more without a
+  gradient (once per chapter, task, prompt kind and tail: later vectors of the chapter reuse them unless they enter
+  an earlier block than the prompts' cache keeps, see :class:`LTVCounter`); a small task counts the queries its
+  split holds (:func:`split_sizes`); the validation prompts once more without a
   vector (the run's baseline, from the first block the validation prompts' cache keeps). Then each step runs
   ``batch`` rows of the tail (the prompt from its earliest injected position, the last one unless the vector sits
   elsewhere, and the answer tokens, padded to the batch's longest, attending the batch's longest prefix) through
@@ -25,7 +27,8 @@ How one LTV training is counted (the unit most chapters repeat), as :func:`ltvli
   a run sooner; a run that does not learn is retried (at most ``retries_without_progress`` times), which repeats
   its steps and validations. :func:`ltv_training_cost` takes the steps, validations and attempts a run actually
   made, which is what the measured check (``tests/test_plan.py``) uses.
-- Evaluation: each test prompt once in full per (task, prompt kind), then the last position through blocks
+- Evaluation: each test prompt (at most as many as the task's test split holds) once in full per (task, prompt
+  kind), then the last position through blocks
   ``layer..L-1`` per vector evaluated; ICL prompts carry their k demonstrations.
 
 FLOPs are counted as ``torch.utils.flop_counter`` counts them (:mod:`ltvlib.flops`: matrix products, attention,
@@ -41,6 +44,7 @@ from the cache.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -121,6 +125,12 @@ class Lengths:
     answers: tuple[int, ...]
     demos: tuple[int, ...]
     special: int = 0
+    test_size: int | None = None
+    """The test queries the task's split holds (None: as many as asked for)."""
+
+    def at_most(self, n_test: int) -> int:
+        """``n_test`` test queries, or as many as the split holds where it holds fewer."""
+        return n_test if self.test_size is None else min(n_test, self.test_size)
 
     @property
     def query(self) -> float:
@@ -188,6 +198,16 @@ def batched(shape: Shape, lengths: Lengths, rows: int, *, answers: bool, max_row
 
 
 @cache
+@cache
+def split_sizes(task: str, n_train: int, n_val: int) -> tuple[int, int, int]:
+    """The training, validation and test queries of ``task``'s default split when ``n_train`` and ``n_val`` are
+    asked for: a small task holds fewer (Capital: 98, 49 and 50 of 600, 200 and the rest)."""
+    from ..tasks import load_splits
+
+    s = load_splits(task, seed=0, n_train=n_train, n_val=n_val)
+    return len(s.train), len(s.validation), len(s.test)
+
+
 def task_lengths(task: str, tokenizer: Path | None = None) -> Lengths:
     """:class:`Lengths` of the first :data:`LENGTH_SAMPLE` training examples of ``task``'s default split, counted
     with the ``tokenizer.json`` at ``tokenizer``."""
@@ -205,12 +225,13 @@ def task_lengths(task: str, tokenizer: Path | None = None) -> Lengths:
 
 def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *, n_train: int, n_val: int,
                       steps: int | None = None, validations: int | None = None, attempts: int = 1, shots: int = 0,
-                      prefill: bool = True, positions: Sequence[int] = (-1,)) -> Cost:
+                      prefill: bool = True, rms: bool | None = None, positions: Sequence[int] = (-1,)) -> Cost:
     """One LTV trained with its vectors entering block ``layer`` (the lowest of its layers) at ``positions``
     with ``recipe`` (a :class:`~ltvlib.ltv.TrainConfig`) on prompts of ``lengths``: ``steps`` and
     ``validations`` (per attempt; default: the schedule's maximum) and ``attempts`` (the first run and its
     retries). ``prefill=False`` leaves out the prompts' first passes (paid by an earlier LTV of the same task and
-    prompt kind in the process). Every step and validation recomputes each prompt's tail from its earliest
+    prompt kind in the process); ``rms=False`` leaves out the stream RMS's passes (cached on disk by an earlier
+    LTV of the same task and positions; default: with the prompts' first passes). Every step and validation recomputes each prompt's tail from its earliest
     injected position (:meth:`Lengths.tails`; a training batch is padded to its longest tail)."""
     q, a, shared = lengths.query, lengths.answer, lengths.shared(shots)
     n = shared + q
@@ -221,12 +242,12 @@ def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *
     b = recipe.batch_size
     c = Cost()
     if recipe.prefix_cache:
+        if (prefill if rms is None else rms) and recipe.relative_to_stream:
+            # one forward for the RMS (the initial range), another when the step follows another statistic
+            passes = 1 + (getattr(recipe, "lr_stream_statistic", "rms") != "rms")
+            width = lengths.shared(0) + Lengths.batch_max(lengths.queries, RMS_PROMPTS)  # zero-shot prompts
+            c.add(full(shape, 1, width).scaled(RMS_PROMPTS * passes))
         if prefill:
-            if recipe.relative_to_stream:
-                # one forward for the RMS (the initial range), another when the step follows another statistic
-                passes = 1 + (getattr(recipe, "lr_stream_statistic", "rms") != "rms")
-                width = shared + Lengths.batch_max(lengths.queries, RMS_PROMPTS)
-                c.add(full(shape, 1, width).scaled(RMS_PROMPTS * passes))
             # each runner's shared prefix (special tokens, demonstration block) once: training and validation
             c.add(full(shape, (recipe.demo_sets if shots else 1) * 2 if shared else 0, shared))
             c.add(batched(shape, lengths, n_train, answers=True, max_rows=32, max_tokens=PREFILL_BATCH_TOKENS,
@@ -258,6 +279,7 @@ def prompts_cost(shape: Shape, lengths: Lengths, rows: int, shots: int = 0, demo
     """``rows`` prompts with ``shots`` demonstrations once in full, no gradient: with ``demo_sets`` blocks of
     demonstrations shared by their queries (each block once, its queries attending it), else each prompt with its
     own demonstrations."""
+    rows = lengths.at_most(rows)
     if not demo_sets or not shots:
         return full(shape, rows, lengths.prompt(shots))
     return full(shape, demo_sets, lengths.shared(shots)).add(
@@ -269,6 +291,7 @@ def eval_cost(shape: Shape, lengths: Lengths, n_test: int, layer: int, n_vectors
     """``n_test`` prompts once in full (``prompts``; :func:`prompts_cost`), then ``n_vectors`` vectors entering
     block ``layer`` at ``positions`` (each prompt's tail from its earliest injected position through blocks
     ``layer..L-1``)."""
+    n_test = lengths.at_most(n_test)
     c = prompts_cost(shape, lengths, n_test, shots, demo_sets) if prompts else Cost()
     return c.add(forward(shape, n_test * n_vectors, lengths.tail(positions, shots), lengths.prompt(shots), first=layer))
 
@@ -314,29 +337,53 @@ def linear_fit_cost(shape: Shape, lengths: Lengths, config: Any, layer: int, n_c
 
 
 class LTVCounter:
-    """Counts each LTV a book run trains once (later chapters read it from the cache) and each task's prompt
-    passes once per prompt kind (later LTVs of the process reuse them)."""
+    """Counts each LTV a book run trains once (later chapters read it from the cache), each prompt set's first
+    passes once per chapter, and each task's stream RMS once per book.
+
+    The prompt store (:mod:`ltvlib.prompt_store`) lives in the chapter's kernel, so every chapter fills it anew
+    (:meth:`new_chapter`). Within a chapter an entry is one task's training (and validation) prompts for one tail
+    (the injected positions), number of shots, demonstration seed (with shots) and split: a new tail or split
+    pays the prompts' first passes again, and so does a vector entering an earlier block than the entry keeps
+    (the entry is rebuilt from that block). The stream RMS the fast recipe scales by is cached on disk per task
+    and positions, so it is paid once per book. Entries the store evicts under its memory bound are not counted
+    (that depends on the machine's memory): the count is a lower bound there."""
 
     def __init__(self, shape: Shape, lengths: Callable[[str], Lengths], run_sizes: Any) -> None:
         self.shape, self.lengths, self.run_sizes = shape, lengths, run_sizes
         self.trained: set[tuple] = set()
-        self.prefilled: set[tuple] = set()
+        self.prefilled: dict[tuple, int] = {}  # prompt-store entry -> the first block it keeps
+        self.rms: set[tuple] = set()
+
+    def new_chapter(self) -> None:
+        """A new kernel: an empty prompt store (the trained vectors and the stream RMS stay cached on disk)."""
+        self.prefilled.clear()
 
     def __call__(self, c: Cost, task: str, layer: int, seed: int, tag: str = "", *, recipe: Any = None,
                  n_train: int | None = None, n_val: int | None = None, shots: int = 0,
                  positions: Sequence[int] = (-1,)) -> None:
-        """Add to ``c`` the LTV of ``task`` at ``layer`` (``tag`` tells apart LTVs the key would otherwise merge)
-        unless it was counted before."""
-        key = (task, layer, seed, tag, shots)
+        """Add to ``c`` the LTV of ``task`` at ``layer`` (its lowest block; ``tag`` tells apart LTVs the key would
+        otherwise merge) unless it was counted before."""
+        from ..forward import tail_needed
+
+        key = (task, layer, seed, tag, shots, tuple(positions))
         if key in self.trained:
             return
         self.trained.add(key)
-        pkey = (task, shots, tag if recipe is not None else "")
         rs = self.run_sizes
-        c.add(ltv_training_cost(self.shape, self.lengths(task), layer, recipe or rs.recipe,
-                                n_train=n_train or rs.n_train, n_val=n_val or rs.n_val, shots=shots,
-                                prefill=pkey not in self.prefilled, positions=positions))
-        self.prefilled.add(pkey)
+        if n_train is None and n_val is None:  # the task's default split: a small task holds fewer queries
+            n_train, n_val, _ = split_sizes(task, rs.n_train, rs.n_val)
+        n_train, n_val = n_train or rs.n_train, n_val or rs.n_val
+        entry = (task, shots, seed if shots else None, tail_needed(positions), n_train, n_val,
+                 tag if recipe is not None else "")
+        kept = self.prefilled.get(entry)
+        prefill = kept is None or layer < kept
+        if prefill:
+            self.prefilled[entry] = layer
+        rms = (task, tuple(positions), n_train, tag if recipe is not None else "")
+        c.add(ltv_training_cost(self.shape, self.lengths(task), layer, recipe or rs.recipe, n_train=n_train,
+                                n_val=n_val, shots=shots, prefill=prefill, rms=rms not in self.rms,
+                                positions=positions))
+        self.rms.add(rms)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -361,12 +408,13 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     out: dict[str, Cost] = {}
 
     def lengths(task: str) -> Lengths:
-        return task_lengths(task, tokenizer)
+        return dataclasses.replace(task_lengths(task, tokenizer), test_size=split_sizes(task, rs.n_train, rs.n_val)[2])
 
     ltv = LTVCounter(shape, lengths, rs)
 
     # 00: headline LTVs at the middle layer; zero-shot, ICL and LTV accuracy on every task
     c = Cost()
+    ltv.new_chapter()
     ov = P.overview_plan(profile)
     for t in ov.ltv_tasks:
         for s in ov.seeds:
@@ -380,6 +428,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
 
     # 01: LTV layer sweeps, extracted vectors (task vector, function vector) and their curves
     c = Cost()
+    ltv.new_chapter()
     ex = P.extracted_plan(profile, n_layers=L)
     for t, layers in ex.ltv_layers.items():
         for layer in layers:
@@ -395,6 +444,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
 
     # 02: Table 1's settings (positions, layers, ICL) and the late layers, each on its tasks and seeds
     c = Cost()
+    ltv.new_chapter()
     fx = P.flexibility_plan(profile)
     fs = fx.sizes
     late = late_settings(L, fs.n_late) if fs.n_late != 0 else []
@@ -414,10 +464,12 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     out["02"] = c
 
     # 03: the race to convergence against parameter-efficient fine-tuning
+    ltv.new_chapter()
     out["03"] = race_cost(shape, profile, lengths, ltv)
 
     # 04: mechanism LTVs, OV reconstructions, key-head saliency and ablation (one head at a time, last position)
     c = Cost()
+    ltv.new_chapter()
     kh = P.ov_key_heads_plan(profile)
     for t, mlayers in P.mechanism_plan(L, prof).items():
         for layer in mlayers:
@@ -429,6 +481,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
 
     # 05: linearity: fits on held-out queries at each scale, random-vector controls
     c = Cost()
+    ltv.new_chapter()
     lp = P.linearity_chapter_plan(profile, n_layers=L)
     lc = lp.config
     for t, layers in lp.layers.items():
@@ -440,6 +493,7 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
 
     # 06: LTVs across seeds and tasks, transfer between tasks; composition
     c = Cost()
+    ltv.new_chapter()
     gp = P.generalization_plan(profile)
     gs = gp.sizes
     for t in gs.tasks:
@@ -450,10 +504,12 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     out["06"] = c
 
     # 07: the myopic-reward behaviour task: both directions' LTVs and extracted vectors, every method's scores
+    ltv.new_chapter()
     out["07"] = myopic_cost(shape, profile, lengths, ltv, tokenizer=tokenizer)
 
     # 08: chapters 01, 04 and 05's measurements on this model with chapter 08's sizes; what an earlier chapter
     # computed on this model is read from the cache (the sets above), so only the rest counts here
+    ltv.new_chapter()
     out["08"] = across_models_cost(shape, profile, lengths, ltv, done)
     return out
 
@@ -857,11 +913,12 @@ def second_model_floor(model: str, profile: str = "cpu") -> Cost:
     from ..study import plans as P
 
     shape, tok = model_shape(model), tokenizer_file(model)
+    rs = P.run_sizes(P.get_profile(profile))
 
     def lengths(task: str) -> Lengths:
-        return task_lengths(task, tok)
+        return dataclasses.replace(task_lengths(task, tok), test_size=split_sizes(task, rs.n_train, rs.n_val)[2])
 
-    counter = LTVCounter(shape, lengths, P.run_sizes(P.get_profile(profile)))
+    counter = LTVCounter(shape, lengths, rs)
     return across_models_cost(shape, profile, lengths, counter, set())
 
 
