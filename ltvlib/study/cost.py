@@ -320,12 +320,51 @@ def function_vector_cost(shape: Shape, lengths: Lengths, config: Any) -> Cost:
     return c.add(forward(shape, config.n_ie * (shape.n_layers * shape.n_heads + 1), 1, n))
 
 
-def key_head_cost(shape: Shape, lengths: Lengths, n_queries: int) -> Cost:
-    """Key-head saliency (gradients to every head over ``n_queries`` prompts) and the ablation of each head in turn
-    (the last position of each prompt through every block)."""
-    n = lengths.prompt(0)
-    c = forward(shape, n_queries, n, n, grad=True)
-    return c.add(forward(shape, n_queries * shape.n_layers * shape.n_heads, 1, n))
+LAST_TOKEN_BATCH = 64
+"""Rows per batch of :class:`ltvlib.analysis.key_heads.LastTokenRunner` (each batch padded to its longest prompt)."""
+
+OV_EVALUATIONS = 7
+"""Test evaluations of :func:`ltvlib.study.ov.ov_experiment`: zero-shot, the LTV and its five replacements."""
+
+
+def mlp_jvp_cost(shape: Shape, rows: float, layer: int) -> Cost:
+    """:func:`ltvlib.analysis.ov.mlp_map` of one vector: a forward-mode derivative of every MLP branch from block
+    ``layer`` on at ``rows`` recorded states (about three MLP forwards: the primal and its tangent)."""
+    return Cost(fwd_flops=3 * rows * (shape.n_layers - layer) * 2 * 3 * shape.d_model * shape.d_ff)
+
+
+def key_head_experiment_cost(shape: Shape, lengths: Lengths, n_queries: int, n_test: int, n_random: int) -> Cost:
+    """:func:`~ltvlib.study.key_heads.key_head_experiment` of one LTV: its last-token runners (every prompt but its
+    last token once, through every block; ``n_queries`` analysis queries and ``n_test`` test queries, batches of
+    :data:`LAST_TOKEN_BATCH` padded to their longest), then the last token alone through every block: saliency
+    (forward and backward), mean head outputs and attention on the analysis queries; on the test queries the LTV
+    alone, zero-shot, and for each of the two head sets (all layers, after the injection layer) zero and mean
+    ablation, each also on ``n_random`` random sets."""
+    n_test = lengths.at_most(n_test)
+    keys = _last_token_keys(lengths)
+    c = full(shape, n_test + n_queries, keys - 1, logits=0)
+    c.add(forward(shape, n_test * (2 + 2 * (2 + 2 * n_random)), 1, keys))
+    c.add(forward(shape, n_queries, 1, keys, grad=True))  # saliency
+    return c.add(forward(shape, n_queries * 2, 1, keys))  # mean head outputs, attention
+
+
+def _last_token_keys(lengths: Lengths) -> float:
+    return lengths.special + Lengths.batch_max(lengths.queries, LAST_TOKEN_BATCH)
+
+
+def ov_key_heads_cost(shape: Shape, lengths: Lengths, layer: int, n_queries: int, n_test: int, n_random: int,
+                      n_draws: int) -> Cost:
+    """Chapter 04 on one task whose LTV (at block ``layer``, last position) learned: the key-head experiment
+    (:func:`key_head_experiment_cost`), then on the same runners :func:`~ltvlib.study.ov.ov_experiment` (norm
+    scales, attention and MLP states on the analysis queries, one MLP derivative, :data:`OV_EVALUATIONS` test
+    evaluations) and :func:`~ltvlib.study.ov.ov_control_experiment` for each path (OV, MLP) and form (two): the
+    LTV and ``n_draws`` random vectors evaluated; the MLP path also records its states and takes a derivative per
+    vector."""
+    c = key_head_experiment_cost(shape, lengths, n_queries, n_test, n_random)
+    keys = _last_token_keys(lengths)
+    c.add(forward(shape, lengths.at_most(n_test) * (OV_EVALUATIONS + 4 * (n_draws + 1)), 1, keys))
+    c.add(forward(shape, n_queries * (3 + 2), 1, keys))  # the OV experiment's 3, the MLP controls' states 2
+    return c.add(mlp_jvp_cost(shape, n_queries, layer).scaled(1 + 2 * (n_draws + 1)))
 
 
 def linear_fit_cost(shape: Shape, lengths: Lengths, config: Any, layer: int, n_controls: int) -> Cost:
@@ -467,16 +506,15 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     ltv.new_chapter()
     out["03"] = race_cost(shape, profile, lengths, ltv)
 
-    # 04: mechanism LTVs, OV reconstructions, key-head saliency and ablation (one head at a time, last position)
+    # 04: each task's middle-layer LTV (chapter 00's), its OV reconstructions and controls, key heads and their
+    # ablation; the chapter measures the tasks whose LTV learned, which the plan cannot know: all are counted
     c = Cost()
     ltv.new_chapter()
     kh = P.ov_key_heads_plan(profile)
-    for t, mlayers in P.mechanism_plan(L, prof).items():
-        for layer in mlayers:
-            ltv(c, t, layer, 0)
-            c.add(eval_cost(shape, lengths(t), n_test, layer, 2 + kh.n_random * kh.n_draws, prompts=False))
     for t in (*kh.label_tasks, *kh.open_tasks):
-        c.add(key_head_cost(shape, lengths(t), kh.n_queries))
+        ltv(c, t, mid, 0)
+        n_queries = min(kh.n_queries, split_sizes(t, rs.n_train, rs.n_val)[1])
+        c.add(ov_key_heads_cost(shape, lengths(t), mid, n_queries, n_test, kh.n_random, kh.n_draws))
     out["04"] = c
 
     # 05: linearity: fits on held-out queries at each scale, random-vector controls
@@ -898,8 +936,9 @@ def across_models_cost(shape: Shape, profile: str, lengths: Callable[[str], Leng
             c.add(eval_cost(shape, lengths(t), n_test, layer, 2, prompts=False))
     sz = ap.sizes
     for t in ap.tasks["key_heads"]:
-        c.add(key_head_cost(shape, lengths(t), sz.n_key_queries))
-        c.add(eval_cost(shape, lengths(t), n_test, 0, 1 + sz.n_random, prompts=False))  # key heads, random heads
+        ltv(c, t, mid, 0)
+        n_queries = min(sz.n_key_queries, split_sizes(t, rs.n_train, rs.n_val)[1])
+        c.add(key_head_experiment_cost(shape, lengths(t), n_queries, n_test, sz.n_random))
     lc = ap.linearity
     for t in ap.tasks["linearity"]:
         for layer in at.linearity[t]:
