@@ -198,7 +198,6 @@ def batched(shape: Shape, lengths: Lengths, rows: int, *, answers: bool, max_row
 
 
 @cache
-@cache
 def split_sizes(task: str, n_train: int, n_val: int) -> tuple[int, int, int]:
     """The training, validation and test queries of ``task``'s default split when ``n_train`` and ``n_val`` are
     asked for: a small task holds fewer (Capital: 98, 49 and 50 of 600, 200 and the rest)."""
@@ -208,6 +207,7 @@ def split_sizes(task: str, n_train: int, n_val: int) -> tuple[int, int, int]:
     return len(s.train), len(s.validation), len(s.test)
 
 
+@cache
 def task_lengths(task: str, tokenizer: Path | None = None) -> Lengths:
     """:class:`Lengths` of the first :data:`LENGTH_SAMPLE` training examples of ``task``'s default split, counted
     with the ``tokenizer.json`` at ``tokenizer``."""
@@ -280,7 +280,10 @@ def prompts_cost(shape: Shape, lengths: Lengths, rows: int, shots: int = 0, demo
     demonstrations shared by their queries (each block once, its queries attending it), else each prompt with its
     own demonstrations."""
     rows = lengths.at_most(rows)
-    if not demo_sets or not shots:
+    if not shots:  # sorted by length, cut and padded as an evaluation set cuts them
+        return batched(shape, lengths, rows, answers=False, max_rows=64, max_tokens=DEFAULT_BATCH_TOKENS,
+                       shared=lengths.special)
+    if not demo_sets:
         return full(shape, rows, lengths.prompt(shots))
     return full(shape, demo_sets, lengths.shared(shots)).add(
         forward(shape, rows, lengths.query, lengths.prompt(shots)))
@@ -367,12 +370,45 @@ def ov_key_heads_cost(shape: Shape, lengths: Lengths, layer: int, n_queries: int
     return c.add(mlp_jvp_cost(shape, n_queries, layer).scaled(1 + 2 * (n_draws + 1)))
 
 
-def linear_fit_cost(shape: Shape, lengths: Lengths, config: Any, layer: int, n_controls: int) -> Cost:
-    """The linear map's fit and held-out checks at ``layer`` (every scale and perturbation size over the fitting and
-    held-out queries, the last position from ``layer``), for the LTV and ``n_controls`` random vectors."""
-    q = config.n_queries * config.fit_factor + config.n_heldout
-    rows = q * (len(config.scales) + len(config.lambdas)) * (1 + n_controls)
-    return forward(shape, rows, 1, lengths.prompt(0), first=layer)
+def shift_probes_cost(shape: Shape, lengths: Lengths, n_queries: int, n_test: int) -> Cost:
+    """Chapter 05's two shift probes of a task (:class:`ltvlib.analysis.linearity.ShiftProbe`: ``n_queries``
+    fitting queries, ``n_test`` test queries): every prompt but its last token once through every block, padded
+    to the probe's longest, then the last token."""
+    c = Cost()
+    for rows in (n_queries, lengths.at_most(n_test)):
+        keys = lengths.special + Lengths.batch_max(lengths.queries, rows)
+        c.add(full(shape, rows, keys - 1, logits=0)).add(forward(shape, rows, 1, keys))
+    return c
+
+
+def linear_fit_cost(shape: Shape, lengths: Lengths, config: Any, layer: int, n_draws: int, *, n_queries: int,
+                    n_test: int, fit_draws: bool = True, new_probes: bool = True) -> Cost:
+    """Chapter 05 at one (task, layer, seed) on probes already built (:func:`shift_probes_cost`):
+    :func:`~ltvlib.study.linearity.cached_linearity` and :func:`~ltvlib.study.linearity.cached_linearity_control`
+    with ``n_draws`` random vectors (each refitting ``W`` unless ``fit_draws`` is False, as chapter 08 runs it);
+    ``new_probes``: the control runs on probes built again after another task's (their queries without a vector
+    computed again).
+
+    Single-token rows from block ``layer`` on the fitting probe: the fit (``max(d, ceil(fit_factor d))``
+    perturbations, ``n_heldout`` held-out ones, the queries without a vector and with the LTV), the LTV's shift
+    again, the homogeneity scales other than 1, additivity (two vectors), and per draw its shift and, with a fit,
+    its fit; on the test probe the queries without a vector and with the LTV, in both experiments. And the test
+    queries evaluated twice from block 0 (the reconstruction before the final norm, and at the last block's
+    input)."""
+    d = shape.d_model
+    n_fit = max(d, math.ceil(config.fit_factor * d))
+    n_test = lengths.at_most(n_test)
+    scales = sum(1 for a in config.scales if a != 1)
+    fit_keys = lengths.special + Lengths.batch_max(lengths.queries, n_queries)
+    test_keys = lengths.special + Lengths.batch_max(lengths.queries, n_test)
+    fit_rows = n_fit + config.n_heldout + n_queries * (2 + 1 + scales + 2)
+    fit_rows += n_queries * new_probes + n_draws * (n_queries + (n_fit + config.n_heldout + n_queries) * fit_draws)
+    c = forward(shape, fit_rows, 1, fit_keys, first=layer)
+    c.add(forward(shape, (3 + new_probes) * n_test, 1, test_keys, first=layer))
+    # the test queries' final-norm states unembedded: five state sets for accuracy and logit difference each, four
+    # for the shift accuracies
+    c.add(Cost(fwd_flops=(2 * 5 + 4) * n_test * 2 * shape.d_model * shape.vocab))
+    return c.add(eval_cost(shape, lengths, n_test, 0, 2, prompts=False))
 
 
 class LTVCounter:
@@ -523,10 +559,17 @@ def chapter_costs(shape: Shape, profile: str, *, tokenizer: Path | None = None) 
     lp = P.linearity_chapter_plan(profile, n_layers=L)
     lc = lp.config
     for t, layers in lp.layers.items():
+        # the probes are built for the fits, again for the controls (after the other tasks'), and once more for
+        # a task with other seeds; the test prompts are passed once
+        nq = min(lc.n_queries, split_sizes(t, rs.n_train, rs.n_val)[0])
+        seeds = lp.seeds(t)
+        c.add(shift_probes_cost(shape, lengths(t), nq, n_test).scaled(2 + (len(seeds) > 1)))
+        c.add(prompts_cost(shape, lengths(t), n_test))
         for layer in layers:
-            for s in lp.seeds(t):
+            for i, s in enumerate(seeds):
                 ltv(c, t, layer, s)
-                c.add(linear_fit_cost(shape, lengths(t), lc, layer, lp.n_draws))
+                c.add(linear_fit_cost(shape, lengths(t), lc, layer, lp.n_draws, n_test=n_test, n_queries=nq,
+                                      new_probes=i == 0))
     out["05"] = c
 
     # 06: LTVs across seeds and tasks, transfer between tasks; composition
@@ -940,10 +983,16 @@ def across_models_cost(shape: Shape, profile: str, lengths: Callable[[str], Leng
         n_queries = min(sz.n_key_queries, split_sizes(t, rs.n_train, rs.n_val)[1])
         c.add(key_head_experiment_cost(shape, lengths(t), n_queries, n_test, sz.n_random))
     lc = ap.linearity
-    for t in ap.tasks["linearity"]:
+    tasks = ap.tasks["linearity"]
+    for t in tasks:
+        # the probes are built for the fits and, after the other tasks', again for the one unfitted control
+        nq = min(lc.n_queries, split_sizes(t, rs.n_train, rs.n_val)[0])
+        c.add(shift_probes_cost(shape, lengths(t), nq, n_test).scaled(1 + (len(tasks) > 1)))
+        c.add(prompts_cost(shape, lengths(t), n_test))
         for layer in at.linearity[t]:
             ltv(c, t, layer, 0)
-            c.add(linear_fit_cost(shape, lengths(t), lc, layer, 1))  # one random control
+            c.add(linear_fit_cost(shape, lengths(t), lc, layer, 1, n_test=n_test, n_queries=nq, fit_draws=False,
+                                  new_probes=len(tasks) > 1))
     return c
 
 
