@@ -5,7 +5,7 @@ experiment, the OV experiment and the four OV controls of one LTV on a tiny mode
 from __future__ import annotations
 
 import pytest
-from models_fixtures import tiny_llama
+from models_fixtures import tiny_gemma3, tiny_llama
 
 from ltvlib.ltv import FAST_RECIPE, train_ltv, with_config
 from ltvlib.study.cost import key_head_experiment_cost, ov_key_heads_cost
@@ -17,10 +17,10 @@ from tests.test_plan import _check, _counted, _lengths, _shape
 N_RANDOM, N_DRAWS = 3, 5
 
 
-@pytest.mark.parametrize("task", ["sst2", "antonym"])
-def test_chapter_04_is_counted_per_learned_task(task, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("task", "build"), [("sst2", tiny_llama), ("antonym", tiny_llama), ("sst2", tiny_gemma3)])
+def test_chapter_04_is_counted_per_learned_task(task, build, tmp_path, monkeypatch):
     monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
-    lm = tiny_llama(seed=70)
+    lm = build(seed=70)
     splits = load_splits(task, seed=0, n_train=64, n_val=40)
     recipe = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=16, retries_without_progress=0)
     ltv = train_ltv(lm, task, layers=[1], recipe=recipe, splits=splits, progress=False)
@@ -37,7 +37,7 @@ def test_chapter_04_is_counted_per_learned_task(task, tmp_path, monkeypatch):
     measured, _ = _counted(chapter)
     lengths = _lengths(lm, task, test)
     estimate = ov_key_heads_cost(_shape(lm), lengths, 1, len(queries), len(test), N_RANDOM, N_DRAWS)
-    _check(estimate.flops, measured, f"chapter 04 on {task}")
+    _check(estimate.flops, measured, f"chapter 04 on {task}, {lm.name}")
 
 
 def test_chapter_08_key_heads_are_counted(tmp_path, monkeypatch):

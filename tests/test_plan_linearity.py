@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from models_fixtures import tiny_llama
+from models_fixtures import tiny_gemma3, tiny_llama
 
 from ltvlib.analysis.configs import LinearityConfig
 from ltvlib.ltv import FAST_RECIPE, with_config
@@ -20,10 +20,13 @@ from tests.test_plan import _check, _counted, _lengths, _shape
 CONFIG = LinearityConfig(n_queries=8, fit_factor=2.0, n_heldout=32)
 
 
-@pytest.mark.parametrize(("task", "n_draws", "fit"), [("sst2", 3, True), ("antonym", 3, True), ("sst2", 1, False)])
-def test_a_linearity_point_is_counted(task, n_draws, fit, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("task", "n_draws", "fit", "build"), [
+    ("sst2", 3, True, tiny_llama), ("antonym", 3, True, tiny_llama), ("sst2", 1, False, tiny_llama),
+    ("sst2", 1, False, tiny_gemma3),  # chapter 08's second architecture, as chapter 08 runs it
+])
+def test_a_linearity_point_is_counted(task, n_draws, fit, build, tmp_path, monkeypatch):
     monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
-    lm = tiny_llama(seed=80)
+    lm = build(seed=80)
     run = dataclasses.replace(P.run_sizes(P.get_profile("cpu")), n_train=64, n_val=32, n_test=40,
                               recipe=with_config(FAST_RECIPE, epochs=1, samples_per_epoch=16,
                                                  retries_without_progress=0))
@@ -39,4 +42,4 @@ def test_a_linearity_point_is_counted(task, n_draws, fit, tmp_path, monkeypatch)
     estimate = shift_probes_cost(shape, lengths, CONFIG.n_queries, 40).add(prompts_cost(shape, lengths, 40))
     estimate.add(linear_fit_cost(shape, lengths, CONFIG, 1, n_draws, n_queries=CONFIG.n_queries, n_test=40,
                                  fit_draws=fit, new_probes=False))
-    _check(estimate.flops, measured, f"{task}, {n_draws} draws, fit {fit}")
+    _check(estimate.flops, measured, f"{task}, {lm.name}, {n_draws} draws, fit {fit}")
