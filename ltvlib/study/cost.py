@@ -231,8 +231,9 @@ def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *
     ``validations`` (per attempt; default: the schedule's maximum) and ``attempts`` (the first run and its
     retries). ``prefill=False`` leaves out the prompts' first passes (paid by an earlier LTV of the same task and
     prompt kind in the process); ``rms=False`` leaves out the stream RMS's passes (cached on disk by an earlier
-    LTV of the same task and positions; default: with the prompts' first passes). Every step and validation recomputes each prompt's tail from its earliest
-    injected position (:meth:`Lengths.tails`; a training batch is padded to its longest tail)."""
+    LTV of the same task and positions; default: with the prompts' first passes). Every step and validation
+    recomputes each prompt's tail from its earliest injected position (:meth:`Lengths.tails`; a training batch is
+    padded to its longest tail)."""
     q, a, shared = lengths.query, lengths.answer, lengths.shared(shots)
     n = shared + q
     per_epoch = math.ceil(recipe.samples_per_epoch / recipe.batch_size)
