@@ -225,7 +225,8 @@ def task_lengths(task: str, tokenizer: Path | None = None) -> Lengths:
 
 def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *, n_train: int, n_val: int,
                       steps: int | None = None, validations: int | None = None, attempts: int = 1, shots: int = 0,
-                      prefill: bool = True, rms: bool | None = None, positions: Sequence[int] = (-1,)) -> Cost:
+                      prefill: bool = True, rms: bool | None = None, positions: Sequence[int] = (-1,),
+                      attempt_steps: Sequence[int] | None = None) -> Cost:
     """One LTV trained with its vectors entering block ``layer`` (the lowest of its layers) at ``positions``
     with ``recipe`` (a :class:`~ltvlib.ltv.TrainConfig`) on prompts of ``lengths``: ``steps`` and
     ``validations`` (per attempt; default: the schedule's maximum) and ``attempts`` (the first run and its
@@ -233,7 +234,8 @@ def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *
     prompt kind in the process); ``rms=False`` leaves out the stream RMS's passes (cached on disk by an earlier
     LTV of the same task and positions; default: with the prompts' first passes). Every step and validation
     recomputes each prompt's tail from its earliest injected position (:meth:`Lengths.tails`; a training batch is
-    padded to its longest tail)."""
+    padded to its longest tail). ``attempt_steps``: the steps each attempt took (in place of ``steps``,
+    ``validations`` and ``attempts``), each with a validation before its first epoch and after each it ran."""
     q, a, shared = lengths.query, lengths.answer, lengths.shared(shots)
     n = shared + q
     per_epoch = math.ceil(recipe.samples_per_epoch / recipe.batch_size)
@@ -260,20 +262,28 @@ def ltv_training_cost(shape: Shape, lengths: Lengths, layer: int, recipe: Any, *
         a_pad = Lengths.batch_max(lengths.answers, b)
         keys = shared + Lengths.batch_max(lengths.queries, b) - 1 + a_pad
         tail = Lengths.batch_max(lengths.tails(positions, shots), b)
-        per_attempt = forward(shape, steps * b, tail - 1 + a_pad, keys, first=layer, logits=a_pad, grad=True)
-        per_attempt.peak_tokens = b * (a_pad + keys)
-        per_attempt.add(forward(shape, validations * n_v, lengths.tail(positions, shots), n, first=layer))
+
+        def attempt(steps: int, validations: int) -> Cost:
+            run = forward(shape, steps * b, tail - 1 + a_pad, keys, first=layer, logits=a_pad, grad=True)
+            run.peak_tokens = b * (a_pad + keys)
+            return run.add(forward(shape, validations * n_v, lengths.tail(positions, shots), n, first=layer))
     else:
         val = batched(shape, lengths, n_v, answers=False, max_rows=64, max_tokens=DEFAULT_BATCH_TOKENS, shared=shared)
         c.add(val)  # the baseline
-        per_attempt = forward(shape, steps * b, n + a - 1, n + a - 1, logits=a)
-        # backward through the blocks from the vector's on
-        bwd = forward(shape, steps * b, n + a - 1, n + a - 1, first=layer, logits=a, grad=True)
-        per_attempt.bwd_tokens += bwd.bwd_tokens
-        per_attempt.bwd_flops += bwd.bwd_flops
-        per_attempt.peak_tokens = b * 2 * (n + a - 1)
-        per_attempt.add(val.scaled(validations))
-    return c.add(per_attempt.scaled(attempts))
+
+        def attempt(steps: int, validations: int) -> Cost:
+            run = forward(shape, steps * b, n + a - 1, n + a - 1, logits=a)
+            # backward through the blocks from the vector's on
+            bwd = forward(shape, steps * b, n + a - 1, n + a - 1, first=layer, logits=a, grad=True)
+            run.bwd_tokens += bwd.bwd_tokens
+            run.bwd_flops += bwd.bwd_flops
+            run.peak_tokens = b * 2 * (n + a - 1)
+            return run.add(val.scaled(validations))
+    if attempt_steps is not None:
+        for taken in attempt_steps:
+            c.add(attempt(taken, taken // per_epoch + 1))
+        return c
+    return c.add(attempt(steps, validations).scaled(attempts))
 
 
 def prompts_cost(shape: Shape, lengths: Lengths, rows: int, shots: int = 0, demo_sets: int | None = None) -> Cost:
@@ -449,14 +459,16 @@ class LTVCounter:
         if n_train is None and n_val is None:  # the task's default split: a small task holds fewer queries
             n_train, n_val, _ = split_sizes(task, rs.n_train, rs.n_val)
         n_train, n_val = n_train or rs.n_train, n_val or rs.n_val
-        entry = (task, shots, seed if shots else None, tail_needed(positions), n_train, n_val,
-                 tag if recipe is not None else "")
+        recipe = recipe or rs.recipe
+        # runs that differ only in seed (zero-shot), learning rate or tag share the store's prompts
+        entry = (task, shots, seed if shots else None, tail_needed(positions), n_train, n_val, recipe.val_queries)
         kept = self.prefilled.get(entry)
         prefill = kept is None or layer < kept
         if prefill:
             self.prefilled[entry] = layer
-        rms = (task, tuple(positions), n_train, tag if recipe is not None else "")
-        c.add(ltv_training_cost(self.shape, self.lengths(task), layer, recipe or rs.recipe, n_train=n_train,
+        # the stream statistic is cached on disk by the first training prompts, whatever the run
+        rms = (task, tuple(positions), n_train, getattr(recipe, "lr_stream_statistic", "rms"))
+        c.add(ltv_training_cost(self.shape, self.lengths(task), layer, recipe, n_train=n_train,
                                 n_val=n_val, shots=shots, prefill=prefill, rms=rms not in self.rms,
                                 positions=positions))
         self.rms.add(rms)
@@ -695,8 +707,9 @@ RACE_GRID = 3
 
 def race_field(profile: str, mid: int) -> dict[str, tuple[str, int, int]]:
     """Chapter 03's field in ``profile`` as the chapter races it: method -> (kind, the first block its gradients
-    or changes reach, virtual tokens added to every prompt)."""
-    field = {"ltv": ("ltv", mid, 0), f"prefix-1-L{mid}": ("prefix", mid, 0), f"lora-r1-o{mid}": ("lora", mid, 0)}
+    or changes reach, virtual tokens added to every prompt). A prefix trained at one layer still takes its
+    backward pass through every block: its change enters the prefix encoder's output, which every block reads."""
+    field = {"ltv": ("ltv", mid, 0), f"prefix-1-L{mid}": ("prefix", 0, 0), f"lora-r1-o{mid}": ("lora", mid, 0)}
     if profile in ("cpu", "paper"):
         field["prefix-1"] = ("prefix", 0, 0)
     if profile == "paper":  # prompt tuning and each adapter's default setting
@@ -706,52 +719,88 @@ def race_field(profile: str, mid: int) -> dict[str, tuple[str, int, int]]:
 
 
 def adapter_run_cost(shape: Shape, lengths: Lengths, first: int, virtual: int, schedule: Any, *, n_val: int,
-                     n_test: int) -> Cost:
-    """One adapter run of the race to its cap: every step ``batch`` prompts with their answers forward and backward
-    through blocks ``first..L-1`` (the blocks below see no change: their states are counted once, in
-    :func:`race_cost`), a validation before the first epoch and after each (``n_val`` prompts from block
-    ``first``), then the test prompts; ``virtual`` prompt-tuning tokens lengthen every prompt."""
+                     n_test: int, eval_batch: int, steps: int | None = None, validations: int | None = None) -> Cost:
+    """One adapter run of the race to its cap, as ``peft`` runs it: every step ``batch`` prompts with their answers
+    (padded to the batch's longest) forward through every block (the adapter's model has no prompt cache) and
+    backward through blocks ``first..L-1`` (the first block the adapter changes: nothing below needs a gradient); a
+    validation before the first epoch and after each, then the test prompts, each set in full in batches of
+    ``eval_batch`` in the split's order; ``virtual`` prompt-tuning tokens lengthen every prompt. ``steps`` and
+    ``validations``: those the run took (default: the cap's)."""
     b = schedule.batch_size
-    steps = schedule.epochs * math.ceil(schedule.samples_per_epoch / b)
-    n = lengths.prompt(0) + virtual
-    width = n + Lengths.batch_max(lengths.answers, b) - 1
-    c = forward(shape, steps * b, width, width, first=first, logits=Lengths.batch_max(lengths.answers, b), grad=True)
-    c.peak_tokens = b * width
-    c.add(forward(shape, (schedule.epochs + 1) * n_val + n_test, n, n, first=first))
+    steps = schedule.epochs * math.ceil(schedule.samples_per_epoch / b) if steps is None else steps
+    validations = schedule.epochs + 1 if validations is None else validations
+    a_pad = Lengths.batch_max(lengths.answers, b)
+    width = lengths.special + virtual + Lengths.batch_max(lengths.queries, b) + a_pad - 1
+    c = forward(shape, steps * b, width, width, logits=a_pad)
+    bwd = forward(shape, steps * b, width, width, first=first, logits=a_pad, grad=True)
+    c.bwd_tokens, c.bwd_flops, c.peak_tokens = bwd.bwd_tokens, bwd.bwd_flops, b * width
+    return c.add(in_batches(shape, lengths, n_val, eval_batch, virtual).scaled(validations)).add(
+        in_batches(shape, lengths, n_test, eval_batch, virtual))
+
+
+def in_batches(shape: Shape, lengths: Lengths, rows: int, batch: int, virtual: int = 0) -> Cost:
+    """``rows`` prompts in full, no gradient, in batches of ``batch`` in the split's order (unsorted), each padded
+    to its longest prompt; ``virtual`` tokens before every prompt."""
+    c = Cost()
+    for start in range(0, rows, batch):
+        n = min(batch, rows - start)
+        width = lengths.special + virtual + Lengths.batch_max(lengths.queries, n)
+        c.add(forward(shape, n, width, width))
+    return c
+
+
+def memory_probe_cost(shape: Shape, lengths: Lengths, first: int, virtual: int, schedule: Any, *,
+                      eval_batch: int) -> Cost:
+    """Chapter 03's peak-memory measurement of one method on a CPU, in a fresh process: one prompt, one batch of
+    ``eval_batch`` test prompts, then two training steps (:func:`ltvlib.analysis.peft_compare.measure_memory_here`)."""
+    b = schedule.batch_size
+    probe = dataclasses.replace(schedule, epochs=1, samples_per_epoch=2 * b)
+    c = in_batches(shape, lengths, 1, 1, virtual).add(in_batches(shape, lengths, eval_batch, eval_batch, virtual))
+    return c.add(adapter_run_cost(shape, lengths, first, virtual, probe, n_val=0, n_test=0, eval_batch=eval_batch))
+
+
+def race_task_cost(shape: Shape, lengths: Lengths, task: str, sizes: Any, recipe: Any,
+                   field: dict[str, tuple[str, int, int]], n_seeds: int, ltv: LTVCounter, *,
+                   memory: bool = False) -> Cost:
+    """Chapter 03's race on one task (:func:`ltvlib.study.peft_compare.tuned_race`): every method of ``field``
+    (:func:`race_field`) trains :data:`RACE_GRID` learning rates with the first seed and the chosen one with each
+    of the other ``n_seeds - 1``, each run to the cap of ``sizes`` (a
+    :class:`~ltvlib.analysis.configs.CompareSizes`; early stopping only ends a run sooner). The LTV's runs by the
+    library's trainer with ``recipe`` (``ltv``; the runs share the prompt store's prompts), each then tested on
+    the race's test queries in a fresh evaluation set; the adapters' by :func:`adapter_run_cost`; with ``memory``, each method's
+    fresh-process memory measurement (:func:`memory_probe_cost`)."""
+    n_runs = RACE_GRID + n_seeds - 1
+    n_test = lengths.at_most(sizes.n_test or 500)
+    c = Cost()
+    for kind, first, virtual in field.values():
+        if kind == "ltv":
+            for run in range(n_runs):
+                ltv(c, task, first, run, tag=f"race-{run}", recipe=recipe, n_train=sizes.n_train, n_val=sizes.n_val)
+            # each run tests on a fresh evaluation set: the test prompts' first pass again
+            c.add(eval_cost(shape, lengths, n_test, first, 1).scaled(n_runs))
+        else:
+            c.add(adapter_run_cost(shape, lengths, first, virtual, sizes.schedule, n_val=sizes.n_val, n_test=n_test,
+                                   eval_batch=sizes.eval_batch).scaled(n_runs))
+        if memory:
+            c.add(memory_probe_cost(shape, lengths, first, virtual, sizes.schedule,
+                                    eval_batch=sizes.eval_batch))
     return c
 
 
 def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: LTVCounter) -> Cost:
-    """Chapter 03 as it runs (``chapters/03_peft.py``): on each task every method of :func:`race_field` trains
-    :data:`RACE_GRID` learning rates with the first seed and the chosen one with every other seed, each run to the
-    schedule's cap (early stopping only ends a run sooner); the LTV's runs by the library's trainer (``ltv``), the adapters' by :func:`adapter_run_cost`; the
-    prompts' states below each adapter's first block once per task."""
+    """Chapter 03 as it runs (``chapters/03_peft.py``): :func:`race_task_cost` on each task of the profile's plan,
+    with the method field of :func:`race_field`; on a CPU each method's memory is measured in a fresh process."""
     from ..ltv import with_config
     from ..study import plans as P
 
     plan = P.peft_plan(profile)
-    cs = plan.sizes
-    sched = cs.schedule
+    sched = plan.sizes.schedule
     recipe = with_config(plan.run_sizes.recipe, batch_size=sched.batch_size, epochs=sched.epochs,
                          samples_per_epoch=sched.samples_per_epoch)
-    mid = shape.n_layers // 2
-    n_runs = RACE_GRID + len(plan.seeds) - 1
+    field = race_field(profile, shape.n_layers // 2)
     c = Cost()
     for t in plan.tasks:
-        ln = lengths(t)
-        n_test = cs.n_test or 500
-        rows = cs.n_train + (sched.epochs + 1) * cs.n_val + n_test
-        # the prompts once through the blocks below the middle one (first = L - mid counts mid blocks), which no
-        # middle-layer method changes
-        c.add(forward(shape, rows, ln.prompt(0), ln.prompt(0), first=shape.n_layers - mid, logits=0))
-        for kind, first, virtual in race_field(profile, mid).values():
-            if kind == "ltv":
-                for run in range(n_runs):
-                    ltv(c, t, first, run, tag=f"race-{run}", recipe=recipe, n_train=cs.n_train, n_val=cs.n_val)
-                c.add(eval_cost(shape, ln, n_test, first, n_runs, prompts=False))
-            else:
-                c.add(adapter_run_cost(shape, ln, first, virtual, sched, n_val=cs.n_val, n_test=n_test)
-                      .scaled(n_runs))
+        c.add(race_task_cost(shape, lengths(t), t, plan.sizes, recipe, field, len(plan.seeds), ltv, memory=True))
     return c
 
 
@@ -1072,6 +1121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="also count chapter 08 on these models (its second models, e.g. gemma3-270m), a row each")
     ap.add_argument("--cpu-gflops", type=float, default=None,
                     help="also print the whole book's seconds at this CPU rate (GFLOP/s)")
+    ap.add_argument("--as-run", nargs="?", const="", default=None, metavar="CACHE_DIR",
+                    help="also count every trained vector and chapter 03 race run recorded in this cache (default "
+                         "the cache) with the steps it took, in place of its cap (ltvlib.study.as_run)")
     args = ap.parse_args(argv)
     if not 0 < args.mfu <= 1:
         ap.error(f"--utilisation must lie in (0, 1], got {args.mfu}")
@@ -1094,6 +1146,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cpu_gflops:
         total = sum(c.flops for c in costs.values())
         print(f"\nat {args.cpu_gflops:g} GFLOP/s: {total / args.cpu_gflops / 1e9:,.0f} s")
+    if args.as_run is not None:
+        from .as_run import as_run, report
+
+        root = Path(args.as_run).expanduser() if args.as_run else None
+        for name, rows in [(args.model, [k for k in costs if not k.startswith("08 on")]),
+                           *[(m, [f"08 on {m}"]) for m in args.second_models]]:
+            tok = tokenizer_file(name)
+
+            def lengths(task: str, tok: Path | None = tok) -> Lengths:
+                return task_lengths(task, tok)
+
+            ran = as_run(model_shape(name), name, lengths, root)
+            print(f"\n{name}: " + report(ran, sum(costs[k].flops for k in rows), args.cpu_gflops))
     return 0
 
 

@@ -1,0 +1,170 @@
+"""What a build ran, counted from what it recorded: ``python -m ltvlib.book plan --as-run``.
+
+The plan (:mod:`ltvlib.study.cost`) counts every LTV and every adapter run of chapter 03 to its schedule's cap, one
+attempt each, since before a run nobody knows where early stopping ends it or whether it is retried. After a build,
+its cache holds what each run took: a trained vector's record (:class:`~ltvlib.ltv_record.TrainingRecord`: the kept
+attempt's steps, how many attempts were made and each one's best validation score) and each race run's result
+(its steps and validations). This module swaps the cap for those steps, run by run, so that the count is the
+arithmetic the build did rather than what its schedules allowed.
+
+What a record does not say exactly: the steps of an attempt that was not kept. An attempt whose best validation
+score never rose above its start (every attempt of a seed starts from the same vector) ran until its patience ran
+out, which the recipe fixes (under ``patience_after_gain``, to the cap); one that rose and was still not kept ran
+at least ``1 + patience`` epochs, and that lower bound is what is counted. The count is therefore a floor in the
+strict sense: never more than what ran.
+
+Only a cold build's cache describes one build: vectors trained by anything else in the same cache (other
+profiles, other tasks) are counted too. The report says how many vectors and runs it read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..flops import Shape
+from .cost import Lengths, adapter_run_cost, ltv_training_cost
+
+# ------------------------------------------------------------------------------------------------ attempts
+
+
+def attempt_steps(config: Any, record: Any) -> tuple[tuple[int, ...], int]:
+    """Per attempt of an LTV run trained with ``config`` (a :class:`~ltvlib.ltv.TrainConfig`) whose training went
+    as ``record`` says (a :class:`~ltvlib.ltv_record.TrainingRecord`), the optimiser steps it took, and how many
+    of those are lower bounds.
+
+    The kept attempt took ``record.steps``; it is the last when the run learned (a run stops retrying once it
+    learns), else the first with the best score. Another attempt that never beat its start stopped when its
+    patience ran out (at the cap under ``patience_after_gain``); one that did beat it ran at least ``1 + patience``
+    epochs (a lower bound)."""
+    per_epoch = math.ceil(config.samples_per_epoch / config.batch_size)
+    cap = config.epochs * per_epoch
+    scores = list(record.attempt_scores) or [record.best_val_score]
+    kept = len(scores) - 1 if record.learned else scores.index(max(scores))
+    steps, bounds = [], 0
+    for i, score in enumerate(scores):
+        if i == kept:
+            steps.append(int(record.steps))
+        elif not score > record.start_val_score:
+            steps.append(cap if config.patience_after_gain else min(cap, config.patience * per_epoch))
+        else:
+            steps.append(min(cap, (1 + config.patience) * per_epoch))
+            bounds += 1
+    return tuple(steps), bounds
+
+
+# ------------------------------------------------------------------------------------------------ the records
+
+
+@dataclass
+class AsRun:
+    """What a cache's records change in a plan's count: ``planned`` (those runs at their caps, one attempt each)
+    and ``ran`` (as recorded), in FLOPs; the vectors and race runs read, their attempts, and how many attempts were
+    counted at a lower bound."""
+
+    planned: float = 0.0
+    ran: float = 0.0
+    vectors: int = 0
+    race_runs: int = 0
+    attempts: int = 0
+    lower_bounds: int = 0
+    skipped: int = 0
+    """Records of tasks this count has no prompt lengths for (a task of the user's own, not in the registry)."""
+
+    def floor(self, plan_flops: float) -> float:
+        """The count of a build whose plan counted ``plan_flops``, with these runs as they ran."""
+        return plan_flops - self.planned + self.ran
+
+
+def _ltv_records(root: Path, model: str) -> Iterator[Any]:
+    from ..ltv import LearnedTaskVector
+
+    for path in sorted((root / "vectors" / "ltv").glob("*.safetensors")):
+        ltv = LearnedTaskVector.load(path)
+        if ltv.model == model:
+            yield ltv
+
+
+def _results(root: Path, kind: str, model: str) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    for path in sorted((root / "results" / kind).glob("*.json")):
+        entry = json.loads(path.read_text())
+        config = entry.get("config", {})
+        if config.get("model") == model:
+            yield config, entry["value"]
+
+
+def _ltv_run(c: AsRun, shape: Shape, lengths: Lengths, config: Any, layer: int, steps: Sequence[int], *, n_val: int,
+             shots: int = 0, positions: Sequence[int] = (-1,)) -> None:
+    """One LTV run's steps and validations as planned (the cap, one attempt) and as ``steps`` (per attempt) say."""
+    kw: dict[str, Any] = {"n_train": 0, "n_val": n_val, "shots": shots, "prefill": False, "rms": False,
+                          "positions": tuple(positions)}
+    # the prompts' first passes and the baseline are the same either way: both sides count them, they cancel
+    c.planned += ltv_training_cost(shape, lengths, layer, config, **kw).flops
+    c.ran += ltv_training_cost(shape, lengths, layer, config, attempt_steps=steps, **kw).flops
+
+
+def report(c: AsRun, plan_flops: float, gflops: float | None = None) -> str:
+    """Two lines: what was read, and the plan's count with those runs as they ran."""
+    bounds = f", {c.lower_bounds} of them counted at a lower bound" if c.lower_bounds else ""
+    skipped = f"; {c.skipped} vectors of tasks outside the registry skipped" if c.skipped else ""
+    seconds = (lambda f: f" ({f / gflops / 1e9:,.0f} s at {gflops:g} GFLOP/s)") if gflops else (lambda f: "")
+    return (f"as run: {c.vectors} trained vectors and {c.race_runs} race runs, {c.attempts} LTV attempts{bounds}"
+            f"{skipped}\n  counted to their caps {c.planned:.3g} FLOPs, as they ran {c.ran:.3g}: "
+            f"{plan_flops:.3g}{seconds(plan_flops)} -> {c.floor(plan_flops):.3g} FLOPs{seconds(c.floor(plan_flops))}")
+
+
+def as_run(shape: Shape, model: str, lengths: Callable[[str], Lengths], root: Path | None = None) -> AsRun:
+    """The records in the cache at ``root`` (default :func:`ltvlib.paths.cache_root`) of ``model``, of shape
+    ``shape``, its tasks' prompts of ``lengths``: every trained LTV (``vectors/ltv``), every adapter run of chapter
+    03's race (``results/peft-compare``) and every LTV of the race (``results/peft-compare-ltv-race``). A vector
+    of a task outside the registry is skipped (counted in ``skipped``)."""
+    from ..ltv import TrainConfig
+    from ..ltv_record import TrainingRecord
+    from ..paths import cache_root
+    from ..tasks import TASKS
+
+    root = cache_root() if root is None else root
+    c = AsRun()
+    for ltv in _ltv_records(root, model):
+        if ltv.task not in TASKS:
+            c.skipped += 1
+            continue
+        steps, bounds = attempt_steps(ltv.config, ltv.training)
+        _ltv_run(c, shape, lengths(ltv.task), ltv.config, min(ltv.layers), steps, n_val=ltv.training.val_n,
+                 shots=ltv.shots, positions=ltv.positions)
+        c.vectors += 1
+        c.attempts += len(steps)
+        c.lower_bounds += bounds
+    for config, value in _results(root, "peft-compare-ltv-race", model):
+        recipe = TrainConfig(**{k: v for k, v in config["recipe"].items() if k in TrainConfig.__dataclass_fields__})
+        record = TrainingRecord(steps=value["steps"], best_val_score=value["best_val_score"],
+                                start_val_score=value["start_val_score"], learned=value["trained"],
+                                attempt_scores=tuple(value.get("attempt_scores", ())))
+        steps, bounds = attempt_steps(recipe, record)
+        if "attempt_scores" not in value:  # an older result: its retries unknown, the kept attempt alone counted
+            bounds += 1
+        _ltv_run(c, shape, lengths(config["task"]["name"]), recipe, shape.n_layers // 2, steps,
+                 n_val=config["sizes"]["n_val"])
+        c.race_runs += 1
+        c.attempts += len(steps)
+        c.lower_bounds += bounds
+    for config, value in _results(root, "peft-compare", model):
+        method, sizes = config["method"], config["sizes"]
+        schedule = TrainConfig(**{k: v for k, v in sizes["schedule"].items() if k in TrainConfig.__dataclass_fields__})
+        first = min(method["layers"]) if method["kind"] == "lora" and method["layers"] else 0
+        virtual = method["virtual_tokens"] if method["kind"] == "prompt_tuning" else 0
+        n_test = value["n_test"]
+        kw = {"n_val": sizes["n_val"], "n_test": n_test, "eval_batch": sizes["eval_batch"]}
+        ln = lengths(config["task"]["name"])
+        c.planned += adapter_run_cost(shape, ln, first, virtual, schedule, **kw).flops
+        c.ran += adapter_run_cost(shape, ln, first, virtual, schedule, steps=value["steps"],
+                                  validations=value["n_validations"], **kw).flops
+        c.race_runs += 1
+    return c
+
+
+__all__ = ["AsRun", "as_run", "attempt_steps", "report"]

@@ -1,0 +1,94 @@
+"""The count of what a build ran (:mod:`ltvlib.study.as_run`): each attempt's steps read back from a vector's
+record (exactly, or at a stated lower bound), and the plan's count with the recorded steps against
+``FlopCounterMode``'s count of the same training, early stops and retries included."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from models_fixtures import tiny_llama
+
+import ltvlib.ltv as ltv_module
+from ltvlib import prompt_store, stream_scale
+from ltvlib.ltv import FAST_RECIPE, train_ltv, with_config
+from ltvlib.ltv_record import TrainingRecord
+from ltvlib.study.as_run import as_run, attempt_steps
+from ltvlib.study.cost import LTVCounter
+from ltvlib.tasks import load_splits
+from tests.test_plan import _check, _counted, _lengths, _shape
+
+# 4 epochs of 2 steps, patience 1 counted from the first gain, one retry
+RECIPE = with_config(FAST_RECIPE, batch_size=8, epochs=4, samples_per_epoch=16, patience=1, retries_without_progress=1)
+
+
+def _record(**kw) -> TrainingRecord:
+    return TrainingRecord(start_val_score=0.5, **kw)
+
+
+@pytest.mark.parametrize(("record", "steps", "bounds"), [
+    (_record(steps=4, learned=True, attempt_scores=(0.8,)), (4,), 0),  # learned at once, stopped early
+    (_record(steps=6, learned=True, attempt_scores=(0.5, 0.9)), (8, 6), 0),  # no gain: the first ran to the cap
+    (_record(steps=8, learned=False, attempt_scores=(0.6, 0.4)), (8, 8), 0),  # kept the first (best)
+    (_record(steps=4, learned=False, attempt_scores=(0.5, 0.7)), (8, 4), 0),
+    (_record(steps=8, learned=False, attempt_scores=(0.7, 0.6)), (8, 4), 1),  # the second gained: 2 epochs at least
+    (_record(steps=4, learned=False, attempt_scores=(0.6, 0.6)), (4, 4), 1),  # a tie keeps the first
+])
+def test_each_attempts_steps_are_read_back_from_the_record(record, steps, bounds):
+    assert attempt_steps(RECIPE, record) == (steps, bounds)
+
+
+def test_without_patience_after_gain_an_attempt_without_a_gain_stops_when_patience_runs_out():
+    recipe = dataclasses.replace(RECIPE, patience_after_gain=False, patience=2)
+    assert attempt_steps(recipe, _record(steps=8, learned=False, attempt_scores=(0.4, 0.6))) == ((4, 8), 0)
+
+
+# patience counted from the start: an attempt without a gain in its first epoch stops there
+EARLY = dataclasses.replace(RECIPE, patience_after_gain=False)
+
+
+@pytest.mark.parametrize("recipe", [RECIPE, EARLY], ids=["after-gain", "from-start"])
+@pytest.mark.parametrize("task", ["sst2", "antonym"])
+def test_a_build_is_counted_with_the_steps_it_took(task, recipe, tmp_path, monkeypatch):
+    """Three seeds (stepped together) trained into an empty cache: each attempt's steps as the trainer took them
+    (spied) agree with those read back (or lie above a lower bound), and the plan with the recorded steps matches
+    what torch counted."""
+    monkeypatch.setenv("LTV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(stream_scale, "_MEMORY", {})  # the stream's size is measured in this build too
+    lm = tiny_llama(seed=74)
+    splits = load_splits(task, seed=0, n_train=64, n_val=32)
+    taken: dict[int, list[int]] = {}
+    real = ltv_module._attempt
+
+    def spy(*args, **kw):
+        out = real(*args, **kw)
+        for v in out:
+            taken.setdefault(v.seed, []).append(v.training.steps)
+        return out
+
+    monkeypatch.setattr(ltv_module, "_attempt", spy)
+    prompt_store.STORE.clear()
+    measured, ltvs = _counted(lambda: train_ltv(lm, task, layers=[1], recipe=recipe, seeds=[0, 1, 2], splits=splits,
+                                                cache=True, progress=False))
+    shape, lengths = _shape(lm), _lengths(lm, task, splits.train)
+    for v in ltvs:
+        read, bounds = attempt_steps(v.config, v.training)
+        assert len(read) == len(taken[v.seed])
+        assert all(r == t for r, t in zip(read, taken[v.seed])) if not bounds else all(
+            r <= t for r, t in zip(read, taken[v.seed]))
+    counter, plan = LTVCounter(shape, lambda t: lengths, None), _zero()
+    for s in (0, 1, 2):
+        counter(plan, task, 1, s, recipe=recipe, n_train=len(splits.train), n_val=len(splits.validation))
+    ran = as_run(shape, lm.name, lambda t: lengths, tmp_path)
+    assert (ran.vectors, ran.attempts) == (3, sum(len(t) for t in taken.values()))
+    print(f"{task}: attempts {dict(taken)}, lower bounds {ran.lower_bounds}")
+    if ran.lower_bounds == 0:
+        _check(ran.floor(plan.flops), measured, f"{task}, as run")
+    else:
+        assert ran.floor(plan.flops) <= measured * 1.1
+
+
+def _zero():
+    from ltvlib.flops import Cost
+
+    return Cost()
