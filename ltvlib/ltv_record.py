@@ -46,8 +46,8 @@ class TrainingRecord:
         effective_lr, effective_init: per row, the peak learning rate and initial range actually used (by the
             kept attempt).
         attempts: training runs made (1, plus one per retry of ``TrainConfig.retries_without_progress``: a run
-            that did not learn is retried); attempt_scores: the best validation score of each (the last is the
-            kept one's).
+            that did not learn is retried); attempt_scores: the best validation score of each (the kept attempt is
+            the last when the run learned, else the first with the best score).
         steps: optimiser steps taken; seconds: wall time of :func:`ltvlib.ltv.train_ltv`, including building the
             prompt caches, measuring the stream and every validation pass.
     """
