@@ -51,3 +51,23 @@ def test_a_methods_memory_probe_is_counted(name):
     estimate = memory_probe_cost(_shape(lm), _lengths(lm, "sst2", prepared.splits.train), first, virtual, schedule,
                                  eval_batch=16)
     _check(estimate.flops, measured, f"memory probe of {name}")
+
+
+def test_runs_on_the_same_data_share_their_prompt_passes_and_other_data_pays_its_own():
+    """The race's runs (one tag each) train on one split: its prompts are counted once; chapter 07's two directions
+    train on data of their own: each pays its prompts and stream statistic."""
+    from types import SimpleNamespace
+
+    from ltvlib.flops import Cost
+
+    lm = tiny_llama(seed=75)
+    lengths = _lengths(lm, "sst2", compare_splits("sst2", CompareSizes(48, 16, 40, FAST_RECIPE)).train)
+    counter = LTVCounter(_shape(lm), lambda t: lengths, SimpleNamespace(recipe=FAST_RECIPE, n_train=48, n_val=16))
+    costs = []
+    for tag, data in (("race-0", ""), ("race-1", ""), ("a", "direction-a"), ("b", "direction-b")):
+        c = Cost()
+        counter(c, "sst2", 1, 0, tag=tag, recipe=FAST_RECIPE, data=data)
+        costs.append(c.flops)
+    first, same_data, other_data, third_data = costs
+    assert same_data < 0.8 * first  # steps and validations only: the prompts were counted with the first run
+    assert other_data == pytest.approx(first) and third_data == pytest.approx(first)

@@ -446,9 +446,10 @@ class LTVCounter:
 
     def __call__(self, c: Cost, task: str, layer: int, seed: int, tag: str = "", *, recipe: Any = None,
                  n_train: int | None = None, n_val: int | None = None, shots: int = 0,
-                 positions: Sequence[int] = (-1,)) -> None:
+                 positions: Sequence[int] = (-1,), data: str = "") -> None:
         """Add to ``c`` the LTV of ``task`` at ``layer`` (its lowest block; ``tag`` tells apart LTVs the key would
-        otherwise merge) unless it was counted before."""
+        otherwise merge) unless it was counted before. ``data`` names training data other than the task's own
+        split (chapter 07's directions): its prompts and stream statistic are counted apart."""
         from ..forward import tail_needed
 
         key = (task, layer, seed, tag, shots, tuple(positions))
@@ -460,14 +461,15 @@ class LTVCounter:
             n_train, n_val, _ = split_sizes(task, rs.n_train, rs.n_val)
         n_train, n_val = n_train or rs.n_train, n_val or rs.n_val
         recipe = recipe or rs.recipe
-        # runs that differ only in seed (zero-shot), learning rate or tag share the store's prompts
-        entry = (task, shots, seed if shots else None, tail_needed(positions), n_train, n_val, recipe.val_queries)
+        # runs on the same data that differ only in seed (zero-shot), learning rate or tag share the store's prompts
+        entry = (task, data, shots, seed if shots else None, tail_needed(positions), n_train, n_val,
+                 recipe.val_queries)
         kept = self.prefilled.get(entry)
         prefill = kept is None or layer < kept
         if prefill:
             self.prefilled[entry] = layer
         # the stream statistic is cached on disk by the first training prompts, whatever the run
-        rms = (task, tuple(positions), n_train, getattr(recipe, "lr_stream_statistic", "rms"))
+        rms = (task, data, tuple(positions), n_train, getattr(recipe, "lr_stream_statistic", "rms"))
         c.add(ltv_training_cost(self.shape, self.lengths(task), layer, recipe, n_train=n_train,
                                 n_val=n_val, shots=shots, prefill=prefill, rms=rms not in self.rms,
                                 positions=positions))
@@ -976,7 +978,7 @@ def myopic_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], l
     for s in seeds:
         for d in DIRECTIONS:
             ltv(c, ms.task, mid, s, tag=f"myopic-{d}", recipe=with_patience(rs.recipe, ms.ltv_patience),
-                n_train=ms.ltv_n_train, n_val=ms.ltv_n_val)
+                n_train=ms.ltv_n_train, n_val=ms.ltv_n_val, data=f"myopic-{d}")
             c.add(vanilla_tv_cost(shape, train, vtv, candidates)).add(function_vector_cost(shape, train, fv))
             for k in ms.icl_shots:
                 c.add(cell(f"icl{k}", shots=k, demo_sets=rs.icl_demo_sets))
