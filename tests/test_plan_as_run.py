@@ -38,6 +38,11 @@ def test_each_attempts_steps_are_read_back_from_the_record(record, steps, bounds
     assert attempt_steps(RECIPE, record) == (steps, bounds)
 
 
+def test_an_attempt_known_by_a_lower_bound_is_at_most_the_cap():
+    record = _record(steps=8, learned=False, attempt_scores=(0.7, 0.6))
+    assert attempt_steps(RECIPE, record, high=True) == ((8, 8), 1)
+
+
 def test_without_patience_after_gain_an_attempt_without_a_gain_stops_when_patience_runs_out():
     recipe = dataclasses.replace(RECIPE, patience_after_gain=False, patience=2)
     assert attempt_steps(recipe, _record(steps=8, learned=False, attempt_scores=(0.4, 0.6))) == ((4, 8), 0)
@@ -84,8 +89,9 @@ def test_a_build_is_counted_with_the_steps_it_took(task, recipe, tmp_path, monke
     print(f"{task}: attempts {dict(taken)}, lower bounds {ran.lower_bounds}")
     if ran.lower_bounds == 0:
         _check(ran.floor(plan.flops), measured, f"{task}, as run")
+        assert ran.floor(plan.flops, high=True) == ran.floor(plan.flops)
     else:
-        assert ran.floor(plan.flops) <= measured * 1.1
+        assert ran.floor(plan.flops) <= measured * 1.1 and ran.floor(plan.flops, high=True) >= measured * 0.9
 
 
 def _zero():

@@ -32,7 +32,7 @@ from .cost import Lengths, adapter_run_cost, ltv_training_cost
 # ------------------------------------------------------------------------------------------------ attempts
 
 
-def attempt_steps(config: Any, record: Any) -> tuple[tuple[int, ...], int]:
+def attempt_steps(config: Any, record: Any, *, high: bool = False) -> tuple[tuple[int, ...], int]:
     """Per attempt of an LTV run trained with ``config`` (a :class:`~ltvlib.ltv.TrainConfig`) whose training went
     as ``record`` says (a :class:`~ltvlib.ltv_record.TrainingRecord`), the optimiser steps it took, and how many
     of those are lower bounds.
@@ -40,7 +40,7 @@ def attempt_steps(config: Any, record: Any) -> tuple[tuple[int, ...], int]:
     The kept attempt took ``record.steps``; it is the last when the run learned (a run stops retrying once it
     learns), else the first with the best score. Another attempt that never beat its start stopped when its
     patience ran out (at the cap under ``patience_after_gain``); one that did beat it ran at least ``1 + patience``
-    epochs (a lower bound)."""
+    epochs (a lower bound) and at most the cap (counted with ``high``)."""
     per_epoch = math.ceil(config.samples_per_epoch / config.batch_size)
     cap = config.epochs * per_epoch
     scores = list(record.attempt_scores) or [record.best_val_score]
@@ -52,7 +52,7 @@ def attempt_steps(config: Any, record: Any) -> tuple[tuple[int, ...], int]:
         elif not score > record.start_val_score:
             steps.append(cap if config.patience_after_gain else min(cap, config.patience * per_epoch))
         else:
-            steps.append(min(cap, (1 + config.patience) * per_epoch))
+            steps.append(cap if high else min(cap, (1 + config.patience) * per_epoch))
             bounds += 1
     return tuple(steps), bounds
 
@@ -64,10 +64,11 @@ def attempt_steps(config: Any, record: Any) -> tuple[tuple[int, ...], int]:
 class AsRun:
     """What a cache's records change in a plan's count: ``planned`` (those runs at their caps, one attempt each)
     and ``ran`` (as recorded), in FLOPs; the vectors and race runs read, their attempts, and how many attempts were
-    counted at a lower bound."""
+    counted at a lower bound (``ran_high``: with those at the cap instead)."""
 
     planned: float = 0.0
     ran: float = 0.0
+    ran_high: float = 0.0
     vectors: int = 0
     race_runs: int = 0
     attempts: int = 0
@@ -75,9 +76,10 @@ class AsRun:
     skipped: int = 0
     """Records of tasks this count has no prompt lengths for (a task of the user's own, not in the registry)."""
 
-    def floor(self, plan_flops: float) -> float:
-        """The count of a build whose plan counted ``plan_flops``, with these runs as they ran."""
-        return plan_flops - self.planned + self.ran
+    def floor(self, plan_flops: float, *, high: bool = False) -> float:
+        """The count of a build whose plan counted ``plan_flops``, with these runs as they ran (``high``: the
+        attempts known only by a lower bound at their cap)."""
+        return plan_flops - self.planned + (self.ran_high if high else self.ran)
 
 
 def _ltv_records(root: Path, model: str) -> Iterator[Any]:
@@ -97,14 +99,20 @@ def _results(root: Path, kind: str, model: str) -> Iterator[tuple[dict[str, Any]
             yield config, entry["value"]
 
 
-def _ltv_run(c: AsRun, shape: Shape, lengths: Lengths, config: Any, layer: int, steps: Sequence[int], *, n_val: int,
-             shots: int = 0, positions: Sequence[int] = (-1,)) -> None:
-    """One LTV run's steps and validations as planned (the cap, one attempt) and as ``steps`` (per attempt) say."""
+def _ltv_run(c: AsRun, shape: Shape, lengths: Lengths, config: Any, layer: int, record: Any, *, n_val: int,
+             shots: int = 0, positions: Sequence[int] = (-1,), unknown_retries: bool = False) -> None:
+    """One LTV run's steps and validations as planned (the cap, one attempt) and as its ``record`` says
+    (:func:`attempt_steps`)."""
     kw: dict[str, Any] = {"n_train": 0, "n_val": n_val, "shots": shots, "prefill": False, "rms": False,
                           "positions": tuple(positions)}
+    steps, bounds = attempt_steps(config, record)
+    high, _ = attempt_steps(config, record, high=True)
     # the prompts' first passes and the baseline are the same either way: both sides count them, they cancel
     c.planned += ltv_training_cost(shape, lengths, layer, config, **kw).flops
     c.ran += ltv_training_cost(shape, lengths, layer, config, attempt_steps=steps, **kw).flops
+    c.ran_high += ltv_training_cost(shape, lengths, layer, config, attempt_steps=high, **kw).flops
+    c.attempts += len(steps)
+    c.lower_bounds += bounds + unknown_retries
 
 
 def report(c: AsRun, plan_flops: float, gflops: float | None = None) -> str:
@@ -112,9 +120,12 @@ def report(c: AsRun, plan_flops: float, gflops: float | None = None) -> str:
     bounds = f", {c.lower_bounds} of them counted at a lower bound" if c.lower_bounds else ""
     skipped = f"; {c.skipped} vectors of tasks outside the registry skipped" if c.skipped else ""
     seconds = (lambda f: f" ({f / gflops / 1e9:,.0f} s at {gflops:g} GFLOP/s)") if gflops else (lambda f: "")
+    upper = (f" (at most {c.floor(plan_flops, high=True):.3g}{seconds(c.floor(plan_flops, high=True))})"
+             if c.lower_bounds else "")
     return (f"as run: {c.vectors} trained vectors and {c.race_runs} race runs, {c.attempts} LTV attempts{bounds}"
             f"{skipped}\n  counted to their caps {c.planned:.3g} FLOPs, as they ran {c.ran:.3g}: "
-            f"{plan_flops:.3g}{seconds(plan_flops)} -> {c.floor(plan_flops):.3g} FLOPs{seconds(c.floor(plan_flops))}")
+            f"{plan_flops:.3g}{seconds(plan_flops)} -> {c.floor(plan_flops):.3g} FLOPs{seconds(c.floor(plan_flops))}"
+            f"{upper}")
 
 
 def as_run(shape: Shape, model: str, lengths: Callable[[str], Lengths], root: Path | None = None) -> AsRun:
@@ -133,25 +144,18 @@ def as_run(shape: Shape, model: str, lengths: Callable[[str], Lengths], root: Pa
         if ltv.task not in TASKS:
             c.skipped += 1
             continue
-        steps, bounds = attempt_steps(ltv.config, ltv.training)
-        _ltv_run(c, shape, lengths(ltv.task), ltv.config, min(ltv.layers), steps, n_val=ltv.training.val_n,
+        _ltv_run(c, shape, lengths(ltv.task), ltv.config, min(ltv.layers), ltv.training, n_val=ltv.training.val_n,
                  shots=ltv.shots, positions=ltv.positions)
         c.vectors += 1
-        c.attempts += len(steps)
-        c.lower_bounds += bounds
     for config, value in _results(root, "peft-compare-ltv-race", model):
         recipe = TrainConfig(**{k: v for k, v in config["recipe"].items() if k in TrainConfig.__dataclass_fields__})
         record = TrainingRecord(steps=value["steps"], best_val_score=value["best_val_score"],
                                 start_val_score=value["start_val_score"], learned=value["trained"],
                                 attempt_scores=tuple(value.get("attempt_scores", ())))
-        steps, bounds = attempt_steps(recipe, record)
-        if "attempt_scores" not in value:  # an older result: its retries unknown, the kept attempt alone counted
-            bounds += 1
-        _ltv_run(c, shape, lengths(config["task"]["name"]), recipe, shape.n_layers // 2, steps,
-                 n_val=config["sizes"]["n_val"])
+        # an older result has no attempt scores: its retries are unknown, the kept attempt alone is counted
+        _ltv_run(c, shape, lengths(config["task"]["name"]), recipe, shape.n_layers // 2, record,
+                 n_val=config["sizes"]["n_val"], unknown_retries="attempt_scores" not in value)
         c.race_runs += 1
-        c.attempts += len(steps)
-        c.lower_bounds += bounds
     for config, value in _results(root, "peft-compare", model):
         method, sizes = config["method"], config["sizes"]
         schedule = TrainConfig(**{k: v for k, v in sizes["schedule"].items() if k in TrainConfig.__dataclass_fields__})
@@ -161,8 +165,10 @@ def as_run(shape: Shape, model: str, lengths: Callable[[str], Lengths], root: Pa
         kw = {"n_val": sizes["n_val"], "n_test": n_test, "eval_batch": sizes["eval_batch"]}
         ln = lengths(config["task"]["name"])
         c.planned += adapter_run_cost(shape, ln, first, virtual, schedule, **kw).flops
-        c.ran += adapter_run_cost(shape, ln, first, virtual, schedule, steps=value["steps"],
-                                  validations=value["n_validations"], **kw).flops
+        ran = adapter_run_cost(shape, ln, first, virtual, schedule, steps=value["steps"],
+                               validations=value["n_validations"], **kw).flops
+        c.ran += ran
+        c.ran_high += ran
         c.race_runs += 1
     return c
 
