@@ -98,3 +98,15 @@ def _zero():
     from ltvlib.flops import Cost
 
     return Cost()
+
+
+def test_the_plan_command_counts_a_cache_as_run(tmp_path, capsys):
+    """``plan --as-run DIR`` reads DIR's records (none here: the count stays the plan's) and refuses ``--chapters``,
+    whose rows would be set against a whole build's records."""
+    from ltvlib.study.plan_command import main
+
+    assert main(["--model", "llama-8b", "--profile", "smoke", "--as-run", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "as run: 0 trained vectors and 0 race runs, 0 LTV attempts" in out
+    with pytest.raises(SystemExit):
+        main(["--model", "llama-8b", "--profile", "smoke", "--chapters", "03", "--as-run", str(tmp_path)])
