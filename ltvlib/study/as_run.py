@@ -10,8 +10,8 @@ arithmetic the build did rather than what its schedules allowed.
 What a record does not say exactly: the steps of an attempt that was not kept. An attempt whose best validation
 score never rose above its start (every attempt of a seed starts from the same vector) ran until its patience ran
 out, which the recipe fixes (under ``patience_after_gain``, to the cap); one that rose and was still not kept ran
-at least ``1 + patience`` epochs, and that lower bound is what is counted. The count is therefore a floor in the
-strict sense: never more than what ran.
+between ``1 + patience`` epochs and the cap. The count takes the lower end (never more than what ran) and, with
+``high``, the upper one, so a build's count is a range wherever such attempts were made.
 
 Only a cold build's cache describes one build: vectors trained by anything else in the same cache (other
 profiles, other tasks) are counted too. The report says how many vectors and runs it read.
@@ -82,6 +82,13 @@ class AsRun:
         return plan_flops - self.planned + (self.ran_high if high else self.ran)
 
 
+def _config(fields: dict[str, Any]) -> Any:
+    """A :class:`~ltvlib.ltv.TrainConfig` from a result's stored fields (fields it no longer has are dropped)."""
+    from ..ltv import TrainConfig
+
+    return TrainConfig(**{k: v for k, v in fields.items() if k in TrainConfig.__dataclass_fields__})
+
+
 def _ltv_records(root: Path, model: str) -> Iterator[Any]:
     from ..ltv import LearnedTaskVector
 
@@ -133,7 +140,6 @@ def as_run(shape: Shape, model: str, lengths: Callable[[str], Lengths], root: Pa
     ``shape``, its tasks' prompts of ``lengths``: every trained LTV (``vectors/ltv``), every adapter run of chapter
     03's race (``results/peft-compare``) and every LTV of the race (``results/peft-compare-ltv-race``). A vector
     of a task outside the registry is skipped (counted in ``skipped``)."""
-    from ..ltv import TrainConfig
     from ..ltv_record import TrainingRecord
     from ..paths import cache_root
     from ..tasks import TASKS
@@ -148,7 +154,7 @@ def as_run(shape: Shape, model: str, lengths: Callable[[str], Lengths], root: Pa
                  shots=ltv.shots, positions=ltv.positions)
         c.vectors += 1
     for config, value in _results(root, "peft-compare-ltv-race", model):
-        recipe = TrainConfig(**{k: v for k, v in config["recipe"].items() if k in TrainConfig.__dataclass_fields__})
+        recipe = _config(config["recipe"])
         record = TrainingRecord(steps=value["steps"], best_val_score=value["best_val_score"],
                                 start_val_score=value["start_val_score"], learned=value["trained"],
                                 attempt_scores=tuple(value.get("attempt_scores", ())))
@@ -158,7 +164,7 @@ def as_run(shape: Shape, model: str, lengths: Callable[[str], Lengths], root: Pa
         c.race_runs += 1
     for config, value in _results(root, "peft-compare", model):
         method, sizes = config["method"], config["sizes"]
-        schedule = TrainConfig(**{k: v for k, v in sizes["schedule"].items() if k in TrainConfig.__dataclass_fields__})
+        schedule = _config(sizes["schedule"])
         first = min(method["layers"]) if method["kind"] == "lora" and method["layers"] else 0
         virtual = method["virtual_tokens"] if method["kind"] == "prompt_tuning" else 0
         n_test = value["n_test"]

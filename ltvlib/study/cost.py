@@ -790,7 +790,8 @@ def race_task_cost(shape: Shape, lengths: Lengths, task: str, sizes: Any, recipe
 
 def race_cost(shape: Shape, profile: str, lengths: Callable[[str], Lengths], ltv: LTVCounter) -> Cost:
     """Chapter 03 as it runs (``chapters/03_peft.py``): :func:`race_task_cost` on each task of the profile's plan,
-    with the method field of :func:`race_field`; on a CPU each method's memory is measured in a fresh process."""
+    with the method field of :func:`race_field`, and each method's memory probe (run on a CPU only; counted on
+    every device, a few forwards)."""
     from ..ltv import with_config
     from ..study import plans as P
 
