@@ -14,9 +14,13 @@ prompts' first forwards.
 *Seeds*: ``--seeds`` seeds of the same LTV, warm store, trained one after another (``train_ltv`` per seed) and as
 rows of one batch (``train_ltv(..., seeds=[...])`` where the library has it, else
 ``ltvlib.ltv_seeds.train_ltv_seeds``), alternating for ``--rounds`` rounds; the ratio printed is one-after-another
-over together (best round each), with the largest difference between the two paths' vectors::
+over together (best round each), with the largest difference between the two paths' vectors.
+
+*Tasks*: ``--tasks`` (comma-separated) at the same layer, one seed each, warm store, trained one after another
+(``train_ltv`` per task) and together (``train_ltv([...tasks])``), the same way::
 
     OMP_NUM_THREADS=1 python bench/floor.py --model smollm2-135m --profile cpu --task antonym --seeds 3
+    OMP_NUM_THREADS=2 python bench/floor.py --profile cpu --seeds 0 --tasks capital,capitalize,antonym,trec --layer 0
 """
 
 from __future__ import annotations
@@ -162,14 +166,48 @@ def seeds_rows(lm, task: str, *, profile: str, layer: int | None = None, n_seeds
             "steps": {k: [v.training.steps for v in vs] for k, vs in vectors.items()}}
 
 
-def report(floor: dict, seeds: dict | None) -> str:
-    lines = [(f"model {floor['model']}, task {floor['task']}, layer {floor['layer']}, profile {floor['profile']}; "
-              f"best fp32 GEMM {floor['rate_gflops']:.1f} GFLOP/s (measured "
-              f"{', '.join(f'{r:.1f}' for r in floor['gemm_gflops'])})"),
-             "", "| run | steps | wall (s) | counted GFLOP | floor (s) | wall / floor |", "|---|---|---|---|---|---|"]
-    for r in floor["rows"]:
-        lines.append(f"| {r['run']} | {r['steps']} | {r['wall_s']:.1f} | {r['flops'] / 1e9:.1f} | {r['floor_s']:.2f} "
-                     f"| {r['over_floor']:.2f}x |")
+def tasks_rows(lm, tasks: list[str], *, profile: str, layer: int | None = None, seed: int = 0,
+               rounds: int = 1) -> dict:
+    """``tasks`` one after another against together at one layer and seed (warm store); best round of each, the
+    vectors' largest difference relative to their largest entry, and the steps each run took."""
+    from ltvlib.ltv import train_ltv
+    from ltvlib.study.plans import get_profile
+
+    prof = get_profile(profile)
+    layer = lm.middle_layer if layer is None else layer
+    kw: dict[str, Any] = {"layers": [layer], "recipe": prof.recipe, "n_train": prof.n_train, "n_val": prof.n_val,
+                          "progress": False}
+    try:
+        train_ltv(lm, list(tasks), seed=seed + 99, **kw)  # fills the prompt store: both paths start warm
+    except (TypeError, AttributeError):
+        return {"available": False}
+    times: dict[str, list[float]] = {"one after another": [], "together": []}
+    vectors: dict[str, list] = {}
+    for _ in range(rounds):
+        t = time.perf_counter()
+        vectors["one after another"] = [train_ltv(lm, task, seed=seed, **kw) for task in tasks]
+        times["one after another"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        vectors["together"] = list(train_ltv(lm, list(tasks), seed=seed, **kw))
+        times["together"].append(time.perf_counter() - t)
+    diff = max(float((a.vectors - b.vectors).abs().max() / a.vectors.abs().max())
+               for a, b in zip(vectors["one after another"], vectors["together"]))
+    best = {k: min(v) for k, v in times.items()}
+    return {"available": True, "tasks": list(tasks), "layer": layer, "seconds": times, "best_s": best,
+            "ratio": best["one after another"] / best["together"], "max_rel_diff": diff,
+            "steps": {k: [v.training.steps for v in vs] for k, vs in vectors.items()}}
+
+
+def report(floor: dict | None, seeds: dict | None, tasks: dict | None = None) -> str:
+    lines: list[str] = []
+    if floor is not None:
+        lines += [(f"model {floor['model']}, task {floor['task']}, layer {floor['layer']}, profile {floor['profile']}; "
+                   f"best fp32 GEMM {floor['rate_gflops']:.1f} GFLOP/s (measured "
+                   f"{', '.join(f'{r:.1f}' for r in floor['gemm_gflops'])})"),
+                  "", "| run | steps | wall (s) | counted GFLOP | floor (s) | wall / floor |", "|---|---|---|---|---|---|"]
+        for r in floor["rows"]:
+            lines.append(f"| {r['run']} | {r['steps']} | {r['wall_s']:.1f} | {r['flops'] / 1e9:.1f} "
+                         f"| {r['floor_s']:.2f} | {r['over_floor']:.2f}x |")
     if seeds is not None:
         if not seeds["available"]:
             lines.append("\nseeds as rows: not in this library")
@@ -178,7 +216,16 @@ def report(floor: dict, seeds: dict | None) -> str:
             lines.append(f"\n{seeds['seeds']} seeds: one after another {b['one after another']:.1f} s, together "
                          f"{b['together']:.1f} s: {seeds['ratio']:.2f}x; steps {seeds['steps']}; largest vector "
                          f"difference {seeds['max_rel_diff']:.1e} of the largest entry")
-    return "\n".join(lines)
+    if tasks is not None:
+        if not tasks["available"]:
+            lines.append("\ntasks as rows: not in this library")
+        else:
+            b = tasks["best_s"]
+            lines.append(f"\n{len(tasks['tasks'])} tasks at layer {tasks['layer']} ({', '.join(tasks['tasks'])}): one "
+                         f"after another {b['one after another']:.1f} s, together {b['together']:.1f} s: "
+                         f"{tasks['ratio']:.2f}x; steps {tasks['steps']}; largest vector difference "
+                         f"{tasks['max_rel_diff']:.1e} of the largest entry")
+    return "\n".join(lines).strip()
 
 
 def main() -> None:
@@ -188,6 +235,8 @@ def main() -> None:
     ap.add_argument("--task", default="antonym")
     ap.add_argument("--layer", type=int, default=None, help="default: the model's middle layer")
     ap.add_argument("--seeds", type=int, default=3, help="seeds for the together/one-after-another comparison (0: skip)")
+    ap.add_argument("--tasks", default="", help="comma-separated tasks for the together/one-after-another comparison")
+    ap.add_argument("--no-floor", action="store_true", help="skip the floor runs")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--rate-seconds", type=float, default=2.0)
     ap.add_argument("--json", default=None, help="also write the measurements here")
@@ -195,13 +244,17 @@ def main() -> None:
     from ltvlib.models import load_model
 
     lm = load_model(args.model, device="cpu")
-    floor = floor_rows(lm, args.task, profile=args.profile, layer=args.layer, rate_seconds=args.rate_seconds)
+    floor = (None if args.no_floor else
+             floor_rows(lm, args.task, profile=args.profile, layer=args.layer, rate_seconds=args.rate_seconds))
     seeds = (seeds_rows(lm, args.task, profile=args.profile, layer=args.layer, n_seeds=args.seeds, rounds=args.rounds)
              if args.seeds else None)
-    print(report(floor, seeds))
+    task_list = [t for t in args.tasks.split(",") if t]
+    tasks = (tasks_rows(lm, task_list, profile=args.profile, layer=args.layer, rounds=args.rounds)
+             if task_list else None)
+    print(report(floor, seeds, tasks))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"floor": floor, "seeds": seeds}, f, indent=1)
+            json.dump({"floor": floor, "seeds": seeds, "tasks": tasks}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ from ltvlib.book.scorecard import Claim, Verdict, interpret, not_testable, recor
 from ltvlib.models import load_model
 from ltvlib.study import ltvs_tables as tables
 from ltvlib.study.ltv_report import LTVLedger
-from ltvlib.study.ltvs import icl_accuracy, ltv_accuracy, trained_ltvs
+from ltvlib.study.ltvs import icl_accuracy, ltv_accuracy, trained_ltv_sets
 from ltvlib.study.plans import overview_plan
 
 hf_logging.disable_progress_bar()
@@ -68,7 +68,7 @@ ref_cols = tables.reference_columns([0, *plan.icl_shots])
 icl = {(t, k): icl_accuracy(lm, t, k, run, seed=seed) for t in plan.tasks for k in ref_cols}
 
 # One LTV per task and seed, added at the input of the middle block, last prompt position; scored on zero-shot prompts
-ltvs = {t: trained_ltvs(lm, t, run, seeds, layers=[mid]) for t in plan.ltv_tasks}
+ltvs = trained_ltv_sets(lm, plan.ltv_tasks, run, seeds, layers=[mid])  # every task's seeds trained together
 ltv_records = {t: [ltv_accuracy(lm, v, run, seed=seed) for v in vs] for t, vs in ltvs.items()}
 
 ltv_col = f"LTV (layer {mid})"

@@ -56,7 +56,7 @@ from ltvlib.study.extracted import (
     gap_change,
 )
 from ltvlib.study.ltv_report import LTVLedger
-from ltvlib.study.ltvs import icl_accuracy, ltv_accuracy, trained_ltvs
+from ltvlib.study.ltvs import icl_accuracy, ltv_accuracy, trained_ltvs_by_layer
 from ltvlib.study.plans import extracted_plan
 
 hf_logging.disable_progress_bar()
@@ -78,9 +78,10 @@ best_shots, ref_est, ref_table = tables.references(icl, plan.tasks, plan.icl_sho
 curves = {(t, m): extracted_curve(lm, t, run, m, layers, seed=seed) for t in plan.tasks for m in EXTRACTED_LABELS}
 extracted, chosen = tables.collect_extracted(curves)  # (method, task, layer) -> per-query correctness
 
-# Learned vectors: every seed at the middle layer (chapter 00's vectors), the first seed elsewhere in the sweep
-ltv_vectors = {(t, l): trained_ltvs(lm, t, run, seeds if l == mid else seeds[:1], layers=[l])
-               for t in plan.tasks for l in plan.ltv_layers[t]}
+# Learned vectors: every seed at the middle layer (chapter 00's vectors), the first seed elsewhere in the sweep; the
+# tasks that share a layer are trained together
+ltv_vectors = trained_ltvs_by_layer(lm, {t: plan.ltv_layers[t] for t in plan.tasks}, run,
+                                    lambda l: seeds if l == mid else seeds[:1])
 ltv_records = {key: [ltv_accuracy(lm, v, run, seed=seed) for v in vs] for key, vs in ltv_vectors.items()}
 ltv = tables.trained_correct(ltv_vectors, ltv_records, ledger)  # (task, layer) -> seeds that learned x queries
 

@@ -47,14 +47,31 @@ from transformers.utils import logging as hf_logging
 
 from ltvlib.analysis.peft_compare import equal_budget_methods, parameter_units, race_methods
 from ltvlib.book.claim_table import ClaimRow, claim_table
-from ltvlib.book.scorecard import (Claim, Verdict, budget_rule, combine_rule, direction_rule, interpret,
-                                   not_testable, record_claims, threshold_rule)
+from ltvlib.book.scorecard import (
+    Claim,
+    Verdict,
+    budget_rule,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
 from ltvlib.ltv import with_config
 from ltvlib.models import load_model
 from ltvlib.study.ltv_report import LTVLedger
 from ltvlib.study.peft_compare import LR_GRID, tuned_race
-from ltvlib.study.peft_compare_tables import (LTV, TIME_AXES, RaceView, diff_text, lr_table, parameters_table,
-                                              time_ratio, time_to_accuracy)
+from ltvlib.study.peft_compare_tables import (
+    LTV,
+    TIME_AXES,
+    RaceView,
+    diff_text,
+    lr_table,
+    parameters_table,
+    time_ratio,
+    time_to_accuracy,
+)
 from ltvlib.study.peft_memory import add_cpu_memory
 from ltvlib.study.plans import peft_plan
 

@@ -48,8 +48,15 @@ from myst_nb import glue
 from transformers.utils import logging as hf_logging
 
 from ltvlib.book.claim_table import ClaimRow, claim_table
-from ltvlib.book.scorecard import (Claim, combine_rule, direction_rule, interpret, not_testable, record_claims,
-                                   threshold_rule)
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
 from ltvlib.ltv_record import LTVRecord
 from ltvlib.models import load_model
 from ltvlib.stats import format_estimate

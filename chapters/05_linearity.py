@@ -43,15 +43,22 @@ from matplotlib.ticker import MaxNLocator
 from myst_nb import glue
 from transformers.utils import logging as hf_logging
 
-from ltvlib.book.scorecard import (Claim, combine_rule, direction_rule, interpret, not_testable, record_claims,
-                                   threshold_rule)
+from ltvlib.book.scorecard import (
+    Claim,
+    combine_rule,
+    direction_rule,
+    interpret,
+    not_testable,
+    record_claims,
+    threshold_rule,
+)
 from ltvlib.ltv_record import LTVRecord
 from ltvlib.models import load_model
 from ltvlib.study import linearity_tables as tables
 from ltvlib.study.claim_summary import SummaryRow, estimate_cell, summary_markdown
 from ltvlib.study.linearity import cached_linearity, cached_linearity_control
 from ltvlib.study.ltv_report import LTVLedger
-from ltvlib.study.ltvs import trained_ltv
+from ltvlib.study.ltvs import trained_ltvs_by_layer
 from ltvlib.study.plans import linearity_chapter_plan
 from ltvlib.study.tables import interval_table
 from ltvlib.tasks import get_task
@@ -68,7 +75,7 @@ ledger = LTVLedger()
 
 # every (task, layer) LTV (chapters 00 and 01 train them); only those that learned are measured
 points = [(t, l) for t, ls in plan.items() for l in ls]
-ltvs = {(t, l): trained_ltv(lm, t, run, layers=[l], seed=seed) for t, l in points}
+ltvs = {p: vs[0] for p, vs in trained_ltvs_by_layer(lm, plan, run, [seed]).items()}  # a layer's tasks together
 trained = {p: LTVRecord.of(ltvs[p]).trained is True for p in points}
 # the fit of W, the reconstruction Wθ and its upper bound, the polar decomposition, the logit lens
 res = {p: cached_linearity(lm, p[0], run, p[1], config=cfg, seed=seed) for p in points if trained[p]}
@@ -78,8 +85,8 @@ ctl = {p: cached_linearity_control(lm, p[0], run, p[1], config=cfg, seed=seed, n
 # the sweep task's other seeds at each of its layers, with the same fit and controls: the rotation and alignment
 # intervals resample seeds, the layers held fixed
 sweep_seeds = list(chapter_plan.seeds(sweep_task, seed)) if sweep_task else []
-seed_ltvs = {(l, s): ltvs[sweep_task, l] if s == seed else trained_ltv(lm, sweep_task, run, layers=[l], seed=s)
-             for l in plan.get(sweep_task, []) for s in sweep_seeds}
+swept = trained_ltvs_by_layer(lm, {sweep_task: plan[sweep_task]}, run, sweep_seeds) if sweep_task else {}
+seed_ltvs = {(l, s): v for (_, l), vs in swept.items() for s, v in zip(sweep_seeds, vs)}
 seed_learned = {k: LTVRecord.of(v).trained is True for k, v in seed_ltvs.items()}
 seed_ctl = {(l, s): ctl[sweep_task, l] if s == seed else cached_linearity_control(
     lm, sweep_task, run, l, config=cfg, seed=s, n_draws=n_draws) for (l, s), ok in seed_learned.items() if ok}

@@ -76,7 +76,7 @@ from ltvlib.study.across_models import (
 from ltvlib.study.extracted import cached_function_vector
 from ltvlib.study.linearity import cached_linearity_control
 from ltvlib.study.ltv_report import LTVLedger
-from ltvlib.study.ltvs import task_splits, trained_ltv
+from ltvlib.study.ltvs import task_splits, trained_ltv, trained_ltvs_by_layer
 from ltvlib.study.plans import across_models_plan
 
 hf_logging.disable_progress_bar()
@@ -99,6 +99,13 @@ for name in model_list:
     checks[name] = check_code_paths(lm, n=sizes.n_check, seed=seed)
     at = chapter_plan.layers(lm.n_layers)  # this model's layers, per task
     r = {"L": lm.n_layers, "mid": lm.middle_layer, "d": lm.d_model, "stream_rms": stream_rms(lm), "ltv": {}}
+    # every LTV below, the tasks that share a layer trained together (the measurements read them back)
+    wanted = {t: {lm.middle_layer} for t in plan["table"]}
+    for t in plan["sweep"]:
+        wanted.setdefault(t, set()).update(at.sweep_ltv[t])
+    for t in plan["linearity"]:
+        wanted.setdefault(t, set()).update(at.linearity[t])
+    trained_ltvs_by_layer(lm, {t: sorted(ls) for t, ls in wanted.items()}, run, [seed])
     # chapter 01: the middle-layer table and a short layer sweep
     r["table"] = {t: middle_layer_results(lm, t, run, icl_shots=chapter_plan.icl_shots,
                                           extracted_layers=list(at.extracted[t]), seed=seed) for t in plan["table"]}

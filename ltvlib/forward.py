@@ -272,6 +272,11 @@ class PromptRunner:
             self.rows[i] = entry
             self.cache_bytes += entry.nbytes
 
+    def _add_states(self, i: int, key: tuple[int, ...], state: Tensor) -> None:
+        """Keep a cached row's states for another answer (counted in the cache's bytes)."""
+        self.rows[i].states[key] = state
+        self.cache_bytes += state.numel() * state.element_size()
+
     def cache_bound(self, answers: Sequence[Sequence[int]] | None = None) -> int:
         """Bytes the cache will hold once :meth:`prefill` has run with ``answers``, computed from the prompts'
         lengths without running anything: the rows' prefix keys/values and the block inputs of their tail and
@@ -376,7 +381,7 @@ class PromptRunner:
         *,
         answers: Sequence[Sequence[int]] | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Logits for the prompts ``index`` with ``edits`` injected.
+        """Logits for the prompts ``index`` with ``edits`` injected: :func:`run_rows` over this runner's rows.
 
         Args:
             index: which prompts (a batch).
@@ -388,59 +393,7 @@ class PromptRunner:
             ``logits (batch, n, vocab)`` where column ``j`` predicts answer token ``j`` (``n`` = longest answer,
             1 without answers), and ``valid (batch, n)`` marking real answer tokens.
         """
-        index = list(index)
-        self._check_in_tail(index, edits)
-        n_ans = max((len(a) for a in answers), default=1) if answers is not None else 1
-        if answers is not None:
-            cont, cont_mask = pad_right([a[:-1] for a in answers], self.pad_id, n_ans - 1, self.device)
-            valid = pad_right(answers, 0, n_ans)[1].bool().to(self.device)
-        else:
-            cont = torch.zeros((len(index), 0), dtype=torch.long, device=self.device)
-            cont_mask = cont
-            valid = torch.ones((len(index), 1), dtype=torch.bool, device=self.device)
-        # without vectors nothing differs from the cached pass: start where the kept states begin
-        start = min((e.layer % self.lm.n_layers for e in edits),
-                    default=self.first_layer if self.skip_early_layers else 0)
-        if self.row_tails is None:
-            full = [list(self.prompts.shared) + list(self.prompts.rows[i]) for i in index]
-            ids, mask = pad_left(full, self.pad_id, self.device)
-            ids, mask = torch.cat([ids, cont], 1), torch.cat([mask, cont_mask], 1)
-            return self._forward(ids, mask, mask[:, : ids.shape[1] - cont.shape[1]], None, 0, edits, n_ans), valid
-        keys = [tuple(answers[b]) if answers is not None else () for b in range(len(index))]
-        skip = self.skip_early_layers and start > 0
-        keep_from = self.first_layer if start >= self.first_layer else 0
-        entries: list[_Row] = []
-        missing = [b for b, i in enumerate(index) if i not in self.rows or keep_from < self.first_layer]
-        fresh = dict(zip(missing, self.first_pass([index[b] for b in missing], [keys[b] for b in missing],
-                                                   states=skip, keep_from=keep_from))) if missing else {}
-        for b, i in enumerate(index):
-            entry = fresh[b] if b in fresh else self.rows[i]
-            if b in fresh and keep_from == self.first_layer:
-                self._keep(i, entry)
-            entries.append(entry)
-        lengths = [len(self.prompts.rows[i]) - self._tail(i) for i in index]
-        prefix = self._stack(entries, lengths, keep_from)
-        tails, tail_mask = self._tail_ids(index)
-        ids = torch.cat([tails, cont], 1)
-        mask = torch.cat([tail_mask, cont_mask], 1)
-        before = prefix.attention_mask if prefix is not None else mask[:, :0]
-        prompt_mask = torch.cat([before, tail_mask], dim=1)
-        if not skip:
-            return self._forward(ids, mask, prompt_mask, prefix, before.shape[1], edits, n_ans), valid
-        lacking = [b for b, e in enumerate(entries) if keys[b] not in e.states]
-        if lacking:
-            sub = prefix.rows(lacking) if prefix is not None else None
-            self._remember_states([index[b] for b in lacking], [keys[b] for b in lacking], sub,
-                                  [entries[b] for b in lacking], keep_from)
-        # Each row's states cover its own tokens; pad columns (short answers) stay zero and are masked.
-        hidden = torch.zeros((len(index), ids.shape[1], self.lm.d_model), dtype=self.lm.dtype, device=self.device)
-        for b, (i, entry) in enumerate(zip(index, entries)):
-            state = entry.states[keys[b]][start - keep_from]
-            pad = tails.shape[1] - self._tail(i)
-            hidden[b, pad : pad + state.shape[0]] = state
-        with inject(self.lm, edits, attention_mask=prompt_mask, offset=before.shape[1]):
-            logits = forward_from_layer(self.lm, hidden, start, mask, prefix=prefix, logits_to_keep=n_ans)
-        return logits, valid
+        return run_rows([(self, i) for i in index], edits, answers=answers)
 
     def _check_in_tail(self, index: Sequence[int], edits: Sequence[VectorEdit]) -> None:
         """On the tail path every injected position must be among each row's last tail prompt tokens: the keys
@@ -471,3 +424,121 @@ class PromptRunner:
             return forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)[0]
         with inject(self.lm, edits, attention_mask=prompt_mask, offset=offset):
             return forward_tokens(self.lm, ids, mask, prefix=prefix, logits_to_keep=n_ans)[0]
+
+
+def run_rows(
+    rows: Sequence[tuple[PromptRunner, int]],
+    edits: Sequence[VectorEdit] = (),
+    *,
+    answers: Sequence[Sequence[int]] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Logits for prompts of one or several runners as rows of one batch, with ``edits`` injected.
+
+    Row ``b`` is prompt ``rows[b][1]`` of runner ``rows[b][0]``; an edit's ``(rows, d_model)`` vector gives each row
+    its own value, so runs of different tasks step together (:func:`ltvlib.ltv.train_ltv` with several tasks). Each
+    runner computes and keeps its own rows' caches, as :meth:`PromptRunner.run` does (which is this function over
+    one runner's rows). The runners must share the model, the path (tail or full), the shared prefix's tokens (so
+    its cached keys/values are the same: zero-shot prompts of one tokenizer) and ``skip_early_layers``; each keeps
+    blocks from its own ``first_layer``.
+
+    Returns:
+        ``logits (len(rows), n, vocab)`` and ``valid (len(rows), n)``, as :meth:`PromptRunner.run`.
+
+    Raises:
+        ValueError: no rows, or runners that cannot share a batch (the first difference named).
+    """
+    if not rows:
+        raise ValueError("run_rows needs at least one row")
+    lead = rows[0][0]
+    runners = list({id(r): r for r, _ in rows}.values())
+    for other in runners[1:]:
+        _check_compatible(lead, other)
+    for runner in runners:
+        runner._check_in_tail([i for r, i in rows if r is runner], edits)
+    lm, device = lead.lm, lead.device
+    n_ans = max((len(a) for a in answers), default=1) if answers is not None else 1
+    if answers is not None:
+        cont, cont_mask = pad_right([a[:-1] for a in answers], lead.pad_id, n_ans - 1, device)
+        valid = pad_right(answers, 0, n_ans)[1].bool().to(device)
+    else:
+        cont = torch.zeros((len(rows), 0), dtype=torch.long, device=device)
+        cont_mask = cont
+        valid = torch.ones((len(rows), 1), dtype=torch.bool, device=device)
+    # without vectors nothing differs from the cached pass: start where the kept states begin
+    start = min((e.layer % lm.n_layers for e in edits),
+                default=max(r.first_layer for r in runners) if lead.skip_early_layers else 0)
+    if lead.row_tails is None:
+        full = [list(r.prompts.shared) + list(r.prompts.rows[i]) for r, i in rows]
+        ids, mask = pad_left(full, lead.pad_id, device)
+        ids, mask = torch.cat([ids, cont], 1), torch.cat([mask, cont_mask], 1)
+        return lead._forward(ids, mask, mask[:, : ids.shape[1] - cont.shape[1]], None, 0, edits, n_ans), valid
+    keys = [tuple(answers[b]) if answers is not None else () for b in range(len(rows))]
+    skip = lead.skip_early_layers and start > 0
+    # Each runner's rows cover blocks from its own first kept block (all blocks when a vector enters earlier).
+    keep = {id(r): r.first_layer if start >= r.first_layer else 0 for r in runners}
+    keep_from = max(keep.values())
+    # A cached row whose states lack these answers cannot get them from a cache that starts after block 0 (the
+    # blocks before it are not kept): such a row is computed afresh, with its states.
+    missing = [b for b, (r, i) in enumerate(rows)
+               if i not in r.rows or keep[id(r)] < r.first_layer
+               or (skip and keep[id(r)] > 0 and keys[b] not in r.rows[i].states)]
+    fresh: dict[int, _Row] = {}
+    for runner in runners:
+        mine = [b for b in missing if rows[b][0] is runner]
+        if mine:
+            fresh.update(zip(mine, runner.first_pass([rows[b][1] for b in mine], [keys[b] for b in mine],
+                                                     states=skip, keep_from=keep[id(runner)])))
+    entries: list[_Row] = []
+    for b, (r, i) in enumerate(rows):
+        entry = fresh[b] if b in fresh else r.rows[i]
+        if b in fresh and keep[id(r)] == r.first_layer:
+            kept = r.rows.get(i)
+            if kept is not None and keys[b] not in kept.states and keys[b] in entry.states:
+                r._add_states(i, keys[b], entry.states[keys[b]])
+            r._keep(i, entry)
+        entries.append(entry)
+    lengths = [len(r.prompts.rows[i]) - r._tail(i) for r, i in rows]
+    # blocks from keep_from on: a row kept from an earlier block drops its first ones (views, no copy)
+    stacked = [e if keep[id(r)] == keep_from else _Row(e.keys[keep_from - keep[id(r)]:],
+                                                       e.values[keep_from - keep[id(r)]:], e.states)
+               for e, (r, _) in zip(entries, rows)]
+    prefix = lead._stack(stacked, lengths, keep_from)
+    tails, tail_mask = pad_left([list(r.prompts.rows[i][-r._tail(i):]) for r, i in rows], lead.pad_id, device)
+    ids = torch.cat([tails, cont], 1)
+    mask = torch.cat([tail_mask, cont_mask], 1)
+    before = prefix.attention_mask if prefix is not None else mask[:, :0]
+    prompt_mask = torch.cat([before, tail_mask], dim=1)
+    if not skip:
+        return lead._forward(ids, mask, prompt_mask, prefix, before.shape[1], edits, n_ans), valid
+    lacking = [b for b, e in enumerate(entries) if keys[b] not in e.states]
+    for runner in runners:
+        mine = [b for b in lacking if rows[b][0] is runner]
+        if mine:  # only rows kept from block 0 (see `missing`), so their prefix must hold every block
+            if keep_from == 0:
+                sub = prefix.rows(mine) if prefix is not None else None
+            else:
+                sub = runner._stack([entries[b] for b in mine], [lengths[b] for b in mine], 0)
+            runner._remember_states([rows[b][1] for b in mine], [keys[b] for b in mine], sub,
+                                    [entries[b] for b in mine], keep[id(runner)])
+    # Each row's states cover its own tokens; pad columns (short answers) stay zero and are masked.
+    hidden = torch.zeros((len(rows), ids.shape[1], lm.d_model), dtype=lm.dtype, device=device)
+    for b, ((r, i), entry) in enumerate(zip(rows, entries)):
+        state = entry.states[keys[b]][start - keep[id(r)]]
+        pad = tails.shape[1] - r._tail(i)
+        hidden[b, pad : pad + state.shape[0]] = state
+    with inject(lm, edits, attention_mask=prompt_mask, offset=before.shape[1]):
+        logits = forward_from_layer(lm, hidden, start, mask, prefix=prefix, logits_to_keep=n_ans)
+    return logits, valid
+
+
+def _check_compatible(a: PromptRunner, b: PromptRunner) -> None:
+    """Two runners whose rows can share one batch, or a ValueError naming the first difference."""
+    problems = [
+        (a.lm is not b.lm, "different models"),
+        ((a.row_tails is None) != (b.row_tails is None), "one runs full forwards, the other cached tails"),
+        (a.prompts.shared != b.prompts.shared, "different shared prefixes (e.g. shared demonstrations)"),
+        (a.skip_early_layers != b.skip_early_layers, "different skip_early_layers"),
+    ]
+    for bad, what in problems:
+        if bad:
+            raise ValueError(f"runners cannot share a batch: {what}")

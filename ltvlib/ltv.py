@@ -24,8 +24,8 @@ judged by are kept with it; a run that did not learn is retried at a smaller ste
 (``TrainConfig.retries_without_progress``). Classification tasks stop early on
 balanced accuracy (``TrainConfig.early_stopping``).
 
-One loop trains every LTV: :func:`train_ltv` steps one run, or several seeds as rows of one batch (``seeds=``),
-each run keeping its own draw, sampler, optimiser, early stopping and retries.
+One loop trains every LTV: :func:`train_ltv` steps one run, or several runs (seeds, tasks at the same layers) as
+rows of one batch, each run keeping its own draw, sampler, optimiser, early stopping and retries.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from torch import Tensor
 from . import prompt_store
 from .cache import atomic_write_bytes, cache_path, code_version, read_cached, task_key
 from .evaluate import EvalResult, EvalSet, evaluate
-from .forward import PromptRunner, Tail, tail_needed
+from .forward import PromptRunner, Tail, run_rows, tail_needed
 from .inject import VectorEdit, resolve_positions
 from .ltv_record import TrainingRecord
 from .memo import memo, model_serial
@@ -482,6 +482,10 @@ class BatchSampler:
         return s, out
 
 
+TaskList = list[Task | str] | tuple[Task | str, ...]
+"""Several tasks for :func:`train_ltv` (a list or tuple: a single name is one task)."""
+
+
 @overload
 def train_ltv(
     lm: LoadedModel, task: Task | str, *, layers: Sequence[int] | None = ..., positions: Sequence[int] = ...,
@@ -498,9 +502,25 @@ def train_ltv(
 ) -> list[LearnedTaskVector]: ...
 
 
+@overload
+def train_ltv(
+    lm: LoadedModel, task: TaskList, *, layers: Sequence[int] | None = ..., positions: Sequence[int] = ...,
+    shots: int = ..., recipe: str | TrainConfig = ..., seed: int = ..., seeds: None = ...,
+    splits: None = ..., n_train: int = ..., n_val: int = ..., cache: bool = ..., progress: bool = ...,
+) -> list[LearnedTaskVector]: ...
+
+
+@overload
+def train_ltv(
+    lm: LoadedModel, task: TaskList, *, layers: Sequence[int] | None = ..., positions: Sequence[int] = ...,
+    shots: int = ..., recipe: str | TrainConfig = ..., seed: int = ..., seeds: Sequence[int],
+    splits: None = ..., n_train: int = ..., n_val: int = ..., cache: bool = ..., progress: bool = ...,
+) -> list[list[LearnedTaskVector]]: ...
+
+
 def train_ltv(
     lm: LoadedModel,
-    task: Task | str,
+    task: Task | str | TaskList,
     *,
     layers: Sequence[int] | None = None,
     positions: Sequence[int] = (-1,),
@@ -513,21 +533,21 @@ def train_ltv(
     n_val: int = 400,
     cache: bool = False,
     progress: bool = True,
-) -> LearnedTaskVector | list[LearnedTaskVector]:
-    """Train a learned task vector (or one per seed of ``seeds``), or with ``cache=True`` read back the one
-    trained earlier with the same configuration, task data and code.
+) -> LearnedTaskVector | list[LearnedTaskVector] | list[list[LearnedTaskVector]]:
+    """Train a learned task vector (or one per seed of ``seeds``, or per task of a list of tasks), or with
+    ``cache=True`` read back the one trained earlier with the same configuration, task data and code.
 
     The one way to train an LTV. ``cache`` is off by default (a plain call touches no disk); the book's chapters
-    train through
-    :func:`ltvlib.study.ltvs.trained_ltv`, which passes ``cache=True``.
+    train through :mod:`ltvlib.study.ltvs`, which passes ``cache=True``.
 
-    Several seeds (``seeds=[...]``) are trained together: with zero-shot prompts and cached prefixes their queries
-    are rows of one batch per step, each row carrying its own seed's vector (its own draw, sampler, optimiser,
-    schedule, early stopping and retries; each run equals ``seed=s``'s within float tolerance, as a batch of other
-    rows sums in another order). Three seeds at SmolLM2-135M's middle layer took 1/1.28 of the time of one after
-    another (TREC 1.66x, SST-2 1.32x, Antonym 1.04x; ``bench/floor.py --seeds`` measures it, current figure in
-    ``bench/README.md``). With demonstrations or without
-    cached prefixes the seeds run one after another. ``training.seconds`` is then the whole call's wall time.
+    Several runs are trained together: with zero-shot prompts and cached prefixes, every (task, seed) run's
+    queries are rows of one batch per step, each row carrying its own run's vector (its own draw, sampler,
+    optimiser, schedule, early stopping and retries; each run equals the one trained alone within float
+    tolerance, as a batch of other rows sums in another order). Small batches use a CPU or GPU poorly, so a step
+    of many runs costs little more than a step of one: three seeds at SmolLM2-135M's middle layer took 1/1.28 of
+    the time of one after another (``bench/floor.py`` measures seeds and tasks together against one after another;
+    current figures in ``bench/README.md``). With demonstrations or without cached prefixes the runs go one after
+    another. ``training.seconds`` is then the whole call's wall time.
 
     With ``cache=True`` vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (:func:`ltv_cache_path`; see
     :mod:`ltvlib.cache`); the key holds the model name, the task's definition and the bytes of its data files
@@ -535,31 +555,44 @@ def train_ltv(
     code version, so a task whose data changed, or another task under the same name, is trained afresh.
     Splits of the caller's own are keyed by their examples instead of ``n_train`` and ``n_val``
     (:func:`ltv_cache_key`). A damaged file is reported and trained afresh (:func:`ltvlib.cache.read_cached`).
-    Nothing is written unless training succeeds; with ``seeds`` only the seeds not cached are trained.
+    Nothing is written unless training succeeds; only the runs not cached are trained.
 
     Args:
         lm: the frozen model (:func:`ltvlib.models.load_model`).
-        task: a task name or :class:`~ltvlib.tasks.Task`.
+        task: a task name or :class:`~ltvlib.tasks.Task`, or a list (or tuple) of them: one result per task, in
+            that order, every task at the same layers and positions.
         layers: injection layers (default: the middle layer ``L // 2``); one vector per (layer, position).
         positions: prompt positions (negative from the last token, non-negative from the first).
         shots: demonstrations in the training prompts (0 = zero-shot, the paper's default).
         recipe: ``"fast"``, ``"paper"`` or a :class:`TrainConfig`.
         seed: seeds the initialisation, the query sampling and the demonstrations.
         seeds: several seeds (distinct, at least one): a list of results in this order (not with ``seed``).
-        splits: data splits (default ``load_splits(task, seed=0, n_train=n_train, n_val=n_val)``: the split does
-            not move with ``seed``).
+        splits: data splits of a single task (default ``load_splits(task, seed=0, n_train=n_train,
+            n_val=n_val)``: the split does not move with ``seed``).
         n_train, n_val: sizes of the default splits' training and validation parts.
-        cache: look the vector up in the on-disk cache, and store it there after training.
+        cache: look the vectors up in the on-disk cache, and store them there after training.
         progress: show a progress bar.
+
+    Returns:
+        one task: the vector (a list per seed with ``seeds``); a list of tasks: a list of those, one per task.
 
     Raises:
         ValueError: an unknown recipe, a layer or position out of range, ``seeds`` empty or repeated or given
-            with ``seed``; with ``cache=True``: no positions or a position that is not an int (before anything
-            is looked up).
-        TrainingDivergedError: the loss became NaN/inf or exceeded ``config.max_loss`` (the seed named).
+            with ``seed``, no tasks, a task twice, ``splits`` with several tasks; with ``cache=True``: no
+            positions or a position that is not an int (before anything is looked up).
+        TrainingDivergedError: the loss became NaN/inf or exceeded ``config.max_loss`` (task and seed named).
         ContextLengthError: a prompt past the model's context: with the default splits, any row of the task's
             files, before anything is read or cached (:func:`check_context`).
     """
+    several = isinstance(task, (list, tuple))
+    tasks = [get_task(t) for t in (task if isinstance(task, (list, tuple)) else [task])]
+    if not tasks:
+        raise ValueError("train_ltv needs at least one task")
+    names = [t.name for t in tasks]
+    if len(set(names)) != len(names):
+        raise ValueError(f"train_ltv needs distinct tasks; got {names!r}")
+    if several and splits is not None:
+        raise ValueError("splits= names one task's data: with several tasks each uses its default splits")
     if seeds is not None:
         wanted = [int(s) for s in seeds]
         if not wanted or len(set(wanted)) != len(wanted):
@@ -569,27 +602,33 @@ def train_ltv(
     else:
         wanted = [seed]
     if splits is None:
-        check_context(lm, task)
-    if not cache:
-        out = _train_runs(lm, task, wanted, layers=layers, positions=positions, shots=shots, recipe=recipe,
-                          splits=splits, n_train=n_train, n_val=n_val, progress=progress)
-        return out if seeds is not None else out[0]
-    task = get_task(task)
+        for t in tasks:
+            check_context(lm, t)
     config = resolve_recipe(recipe)
     layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
     positions = tuple(positions)
-    paths = {s: ltv_cache_path(lm.name, task, layers=layers, positions=positions, shots=shots, recipe=config,
-                               seed=s, n_train=n_train, n_val=n_val, splits=splits) for s in wanted}
-    found = {s: read_cached(p, LearnedTaskVector.load) for s, p in paths.items()}
-    missing = [s for s in wanted if found[s] is None]
+    runs = [(t, s) for t in tasks for s in wanted]
+    found: dict[tuple[str, int], LearnedTaskVector | None] = {}
+    paths: dict[tuple[str, int], Path] = {}
+    if cache:
+        for t, s in runs:
+            paths[t.name, s] = ltv_cache_path(lm.name, t, layers=layers, positions=positions, shots=shots,
+                                              recipe=config, seed=s, n_train=n_train, n_val=n_val, splits=splits)
+        found = {k: read_cached(p, LearnedTaskVector.load) for k, p in paths.items()}
+    missing = [(t, s) for t, s in runs if found.get((t.name, s)) is None]
     if missing:
-        splits = splits or load_splits(task, seed=0, n_train=n_train, n_val=n_val)
-        for ltv in _train_runs(lm, task, missing, layers=layers, positions=positions, shots=shots, recipe=config,
-                               splits=splits, n_train=n_train, n_val=n_val, progress=progress):
-            ltv.save(paths[ltv.seed])
-            found[ltv.seed] = ltv
-    results = [cast(LearnedTaskVector, found[s]) for s in wanted]
-    return results if seeds is not None else results[0]
+        own = {t.name: splits or load_splits(t, seed=0, n_train=n_train, n_val=n_val) for t, _ in missing}
+        specs = [_Spec(t, own[t.name], s) for t, s in missing]
+        for ltv in _train_runs(lm, specs, layers=layers, positions=positions, shots=shots, config=config,
+                               progress=progress):
+            if cache:
+                ltv.save(paths[ltv.task, ltv.seed])
+            found[ltv.task, ltv.seed] = ltv
+    per_task = [[cast(LearnedTaskVector, found[t.name, s]) for s in wanted] for t in tasks]
+    if seeds is None:
+        singles = [results[0] for results in per_task]
+        return singles if several else singles[0]
+    return per_task if several else per_task[0]
 
 
 def check_context(lm: LoadedModel, task: Task | str) -> None:
@@ -644,18 +683,30 @@ def ltv_cache_path(model: str, task: Task | str, **key: Any) -> Path:
     return cache_path("ltv", ltv_cache_key(model, task, **key), ".safetensors")
 
 
+@dataclass(frozen=True)
+class _Spec:
+    """One run to train: a task, the splits it trains and validates on, and its seed."""
+
+    task: Task
+    splits: TaskSplits
+    seed: int
+
+
 @dataclass
 class _Run:
     """One run's state in :func:`_attempt`: its own draw, sampler, optimiser, schedule and early stopping."""
 
-    seed: int
+    spec: _Spec
     data: _TrainingPrompts
+    answers: list[list[int]]
     val_set: EvalSet
     sampler: BatchSampler
     params: list[Tensor]
     opt: torch.optim.Optimizer
     sched: torch.optim.lr_scheduler.LambdaLR
+    site: _SiteScales
     effective_lr: tuple[float, ...]
+    width: int
     curve: list[dict[str, float | None]] = field(default_factory=list)
     accuracies: dict[int, float] = field(default_factory=dict)
     step: int = 0
@@ -672,42 +723,53 @@ class _Run:
         return torch.stack([p.detach() for p in self.params])
 
 
+@dataclass(frozen=True)
+class _SiteScales:
+    """What a task's stream sets for its runs: each site's RMS (None: absolute recipe), each vector's initial-range
+    and learning-rate multipliers (:func:`step_scales`), and the score early stopping compares."""
+
+    rms: tuple[float, ...] | None
+    init: tuple[float, ...]
+    lr: tuple[float, ...]
+    metric: str
+
+
 def _train_runs(
-    lm: LoadedModel, task: Task | str, seeds: list[int], *, layers: Sequence[int] | None,
-    positions: Sequence[int], shots: int, recipe: str | TrainConfig, splits: TaskSplits | None, n_train: int,
-    n_val: int, progress: bool,
+    lm: LoadedModel, specs: list[_Spec], *, layers: tuple[int, ...], positions: tuple[int, ...], shots: int,
+    config: TrainConfig, progress: bool,
 ) -> list[LearnedTaskVector]:
-    """:func:`train_ltv` without the cache: one run per seed, and each run's retries while it has not learned
-    (:func:`learned_rule`). Runs that can share prompts (zero-shot, cached prefixes) step together."""
+    """:func:`train_ltv` without the cache: one result per spec, in order, with each run's retries while it has
+    not learned (:func:`learned_rule`). Runs that can share a batch (zero-shot, cached prefixes) step together."""
     start = time.perf_counter()
-    config = resolve_recipe(recipe)
-    task = get_task(task)
-    layers = tuple(check_layer(l, lm.n_layers) for l in (layers if layers is not None else [lm.middle_layer]))
-    positions = tuple(positions)
-    splits = splits or load_splits(task, seed=0, n_train=n_train, n_val=n_val)
-    scores: dict[int, list[float]] = {s: [] for s in seeds}
-    factors = {s: 1.0 for s in seeds}
+    scores: list[list[float]] = [[] for _ in specs]
+    steps: list[list[int]] = [[] for _ in specs]
+    factors = [1.0] * len(specs)
     baselines: dict[int, float] = {}
     results: dict[int, LearnedTaskVector] = {}
-    pending = list(seeds)
+    pending = list(range(len(specs)))
     together = shots == 0 and config.prefix_cache
     while pending:
-        for group in ([pending] if together else [[s] for s in pending]):
-            for ltv in _attempt(lm, task, group, factors, layers=layers, positions=positions, shots=shots,
-                                config=config, splits=splits, progress=progress, baselines=baselines):
-                scores[ltv.seed].append(ltv.training.best_val_score)
+        for group in ([pending] if together else [[k] for k in pending]):
+            trained = _attempt(lm, [specs[k] for k in group], [factors[k] for k in group], layers=layers,
+                               positions=positions, shots=shots, config=config, progress=progress,
+                               baselines={i: baselines[k] for i, k in enumerate(group) if k in baselines})
+            for k, (ltv, baseline) in zip(group, trained):
+                baselines[k] = baseline
+                scores[k].append(ltv.training.best_val_score)
+                steps[k].append(ltv.training.steps)
                 # keep the best attempt: a retry at a smaller step that scores worse must not replace it
-                kept = results.get(ltv.seed)
+                kept = results.get(k)
                 if kept is None or ltv.training.learned or ltv.training.best_val_score > kept.training.best_val_score:
-                    results[ltv.seed] = ltv
-        pending = [s for s in pending
-                   if not results[s].training.learned and len(scores[s]) <= config.retries_without_progress]
-        for s in pending:
-            factors[s] *= config.retry_lr_factor
+                    results[k] = ltv
+        pending = [k for k in pending
+                   if not results[k].training.learned and len(scores[k]) <= config.retries_without_progress]
+        for k in pending:
+            factors[k] *= config.retry_lr_factor
     seconds = time.perf_counter() - start
-    return [replace(results[s], training=replace(results[s].training, attempts=len(scores[s]),
-                                                 attempt_scores=tuple(scores[s]), seconds=seconds))
-            for s in seeds]
+    return [replace(results[k], training=replace(results[k].training, attempts=len(scores[k]),
+                                                 attempt_scores=tuple(scores[k]), attempt_steps=tuple(steps[k]),
+                                                 seconds=seconds))
+            for k in range(len(specs))]
 
 
 def majority_rate(examples: Sequence[Example]) -> float:
@@ -739,64 +801,99 @@ def learned_rule(accuracy: float, n: int, no_vector_accuracy: float, majority: f
     return low > max(no_vector_accuracy, majority), low
 
 
+GROUP_TOKENS = 32768
+"""Bound on the padded prompt tokens (rows x the longest prompt) of one forward of runs stepped together."""
+
+
+def width_groups(widths: Sequence[int], rows: int, max_tokens: int = GROUP_TOKENS) -> list[list[int]]:
+    """Runs that share one forward in a training step: indices into ``widths`` (each run's longest prompt, in
+    tokens; ``rows`` rows a run), grouped in order of width so that a group's longest prompt is at most twice its
+    shortest (plus 16 tokens) and its padded size at most ``max_tokens`` (a run alone may exceed it). Padding a
+    short prompt to a long one's width costs memory traffic (its cached keys and values are copied into the batch)
+    that the arithmetic does not need. Indices keep their order within a group; one run is one group."""
+    order = sorted(range(len(widths)), key=lambda k: (widths[k], k))
+    groups: list[list[int]] = []
+    low = 0
+    for k in order:
+        w = widths[k]
+        if groups and w <= 2 * low + 16 and (len(groups[-1]) + 1) * rows * w <= max_tokens:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+            low = w
+    return [sorted(g) for g in groups]
+
+
 def _attempt(
-    lm: LoadedModel, task: Task, seeds: list[int], factors: dict[int, float], *, layers: tuple[int, ...],
-    positions: tuple[int, ...], shots: int, config: TrainConfig, splits: TaskSplits, progress: bool,
-    baselines: dict[int, float],
-) -> list[LearnedTaskVector]:
-    """One attempt of every seed in ``seeds`` (learning rate ``config.lr * factors[seed]``), stepped together:
-    the active runs' queries are rows of one batch, each row carrying its run's vectors; each run's loss is the
-    mean over its own rows, and the backward pass of their sum gives each run its own gradient. One run takes
-    exactly the single-run path (its vectors unexpanded, its loss alone). Several runs need one prompt set
-    (zero-shot prompts: a seed changes only demonstration blocks). ``baselines`` memoises each seed's validation
-    accuracy without a vector."""
+    lm: LoadedModel, specs: list[_Spec], factors: list[float], *, layers: tuple[int, ...],
+    positions: tuple[int, ...], shots: int, config: TrainConfig, progress: bool, baselines: dict[int, float],
+) -> list[tuple[LearnedTaskVector, float]]:
+    """One attempt of every run in ``specs`` (learning rate ``config.lr * factors[k]``), stepped together: the
+    active runs' queries are rows of one batch (:func:`ltvlib.forward.run_rows`), each row carrying its run's
+    vectors; each run's loss is the mean over its own rows, and the backward pass of their sum gives each run its
+    own gradient. One run takes exactly the single-run path (its vectors unexpanded, its loss alone). Several runs
+    need zero-shot prompts and cached prefixes. ``baselines`` holds the runs' validation accuracy without a vector
+    where known (by index in ``specs``); each result comes with its run's."""
     from tqdm import tqdm
 
     start = time.perf_counter()
-    train, val = list(splits.train), list(splits.validation)[: config.val_queries]
-    metric = validation_metric(config, task)
-    if metric == "balanced_accuracy" and not task.labels:
-        # evaluate() has no balanced accuracy without labels: the first comparison would fail after an epoch
-        raise ValueError(f"early_stopping='balanced_accuracy' needs a classification task; {task.name!r} has no labels")
-    if len(seeds) > 1 and (shots or not config.prefix_cache):
+    if len(specs) > 1 and (shots or not config.prefix_cache):
         raise ValueError("several runs step together only with zero-shot prompts and cached prefixes")
-
     tail = tail_needed(positions) if config.prefix_cache else None
-    answers = answer_ids(lm.tokenizer, task, [e.output for e in train])
-    # Every position must exist in every prompt: fail now, naming it, not mid-training.
-    shortest = min(encode_prompts(lm.tokenizer, task, train).rows, key=len)
-    resolve_positions(torch.ones(1, len(shortest)), positions)
     n_sets = config.demo_sets if shots else 1
     first = min(layers)
-    rms = site_stream_rms(lm, task, train, layers, positions) if config.relative_to_stream else None
-    scales = rms or (1.0,) * (len(layers) * len(positions))
-    lr_scales = step_scales(config, lm, task, train, layers, positions, site_rms=rms)
     steps_per_epoch = math.ceil(config.samples_per_epoch / config.batch_size)
     total = config.epochs * steps_per_epoch
+    sites_of: dict[tuple[str, int], _SiteScales] = {}
+
+    def site_scales(spec: _Spec) -> _SiteScales:
+        # the stream is measured once per task and split, for all its seeds
+        key = (spec.task.name, id(spec.splits))
+        if key not in sites_of:
+            task, train = spec.task, list(spec.splits.train)
+            metric = validation_metric(config, task)
+            if metric == "balanced_accuracy" and not task.labels:
+                # evaluate() has no balanced accuracy without labels: the first comparison would fail after an epoch
+                raise ValueError(
+                    f"early_stopping='balanced_accuracy' needs a classification task; {task.name!r} has no labels")
+            # Every position must exist in every prompt: fail now, naming it, not mid-training.
+            shortest = min(encode_prompts(lm.tokenizer, task, train).rows, key=len)
+            resolve_positions(torch.ones(1, len(shortest)), positions)
+            rms = site_stream_rms(lm, task, train, layers, positions) if config.relative_to_stream else None
+            init = rms or (1.0,) * (len(layers) * len(positions))
+            lr = step_scales(config, lm, task, train, layers, positions, site_rms=rms)
+            sites_of[key] = _SiteScales(tuple(rms) if rms is not None else None, tuple(init), lr, metric)
+        return sites_of[key]
 
     runs = []
-    for seed in seeds:
-        rng = random.Random(seed)
-        gen = torch.Generator().manual_seed(seed)
-        data = _training_prompts(lm, task, train, shots, n_sets, tail, seed, first)
+    for spec, factor in zip(specs, factors):
+        task, train = spec.task, list(spec.splits.train)
+        val = list(spec.splits.validation)[: config.val_queries]
+        site = site_scales(spec)
+        rng = random.Random(spec.seed)
+        gen = torch.Generator().manual_seed(spec.seed)
+        data = _training_prompts(lm, task, train, shots, n_sets, tail, spec.seed, first)
         # Without prefix caching (the paper's recipe, as released) validation runs full forwards too.
-        val_set = _validation_set(lm, task, val, train, shots, n_sets, seed, tail, first)
-        lr = config.lr * factors[seed]
+        val_set = _validation_set(lm, task, val, train, shots, n_sets, spec.seed, tail, first)
+        lr = config.lr * factor
         # The same draw for every recipe, then each row scaled to its site: an absolute recipe's vectors are
         # bit-identical to those of the code before relative steps existed.
-        draw = torch.rand(len(scales), lm.d_model, generator=gen) * 2 - 1
-        params = [(draw[i] * (config.init_range * s)).to(lm.device).requires_grad_(True) for i, s in enumerate(scales)]
+        draw = torch.rand(len(site.init), lm.d_model, generator=gen) * 2 - 1
+        params = [(draw[i] * (config.init_range * s)).to(lm.device).requires_grad_(True)
+                  for i, s in enumerate(site.init)]
         # One parameter group per vector, each with its own site's learning rate; LambdaLR decays all of them.
-        opt = torch.optim.AdamW([{"params": [p], "lr": lr * s} for p, s in zip(params, lr_scales)],
+        opt = torch.optim.AdamW([{"params": [p], "lr": lr * s} for p, s in zip(params, site.lr)],
                                 lr=lr, weight_decay=config.weight_decay)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / max(total, 1)))
-        runs.append(_Run(seed, data, val_set, BatchSampler(data.groups, rng), params, opt, sched,
-                         tuple(lr * s for s in lr_scales)))
+        answers = answer_ids(lm.tokenizer, task, [e.output for e in train])
+        width = max(len(row) for runner in data.runners for row in runner.prompts.rows)
+        runs.append(_Run(spec, data, answers, val_set, BatchSampler(data.groups, rng), params, opt, sched, site,
+                         tuple(lr * s for s in site.lr), width))
 
     def validate(run: _Run, epoch: int) -> float:
         with torch.no_grad():
             r = evaluate(run.val_set, _grid_edits(run.current(), layers, positions))
-        score = r.accuracy if metric == "accuracy" else r.balanced_accuracy
+        score = r.accuracy if run.site.metric == "accuracy" else r.balanced_accuracy
         assert score is not None  # balanced accuracy without labels raised above
         run.curve.append({"epoch": epoch, "val_accuracy": r.accuracy, "val_balanced_accuracy": r.balanced_accuracy,
                           "val_score": score, "step": run.step})
@@ -807,8 +904,10 @@ def _attempt(
         run.start_score = run.best_score = validate(run, 0)
         run.best = run.current().clone()
     sites = [(l, p) for l in layers for p in positions]
+    names = sorted({r.spec.task.name for r in runs})
     bar = tqdm(total=total * len(runs), disable=not progress, leave=False,
-               desc=f"LTV {task.name} L{','.join(map(str, layers))}" + (f" x{len(runs)} seeds" if len(runs) > 1 else ""))
+               desc=f"LTV {','.join(names)} L{','.join(map(str, layers))}"
+                    + (f" x{len(runs)} runs" if len(runs) > 1 else ""))
     try:
         for epoch in range(1, config.epochs + 1):
             active = [r for r in runs if r.active]
@@ -816,37 +915,42 @@ def _attempt(
                 break
             for b in range(steps_per_epoch):
                 size = min(config.batch_size, config.samples_per_epoch - b * config.batch_size)
-                if len(active) == 1:
-                    (run,) = active
-                    s, local = run.sampler.batch(size)
-                    data = run.data
-                    edits = _grid_edits(run.params, layers, positions)
-                else:
-                    s, local, data = 0, [], active[0].data
-                    for run in active:
-                        g, idx = run.sampler.batch(size)
-                        assert g == 0  # zero-shot: one group
-                        local += idx
-                    # each row carries its own run's vector: (rows, d_model) per site
-                    edits = [VectorEdit(l, p, torch.cat([r.params[i].expand(size, -1) for r in active]))
-                             for i, (l, p) in enumerate(sites)]
-                batch_answers = [answers[data.groups[s][j]] for j in local]
-                logits, valid = data.runners[s].run(local, edits, answers=batch_answers)
-                if len(active) == 1:
-                    losses = [answer_loss(logits, batch_answers, valid)]
-                else:
-                    losses = [answer_loss(logits[k * size:(k + 1) * size], batch_answers[k * size:(k + 1) * size],
-                                          valid[k * size:(k + 1) * size]) for k in range(len(active))]
-                for run, loss in zip(active, losses):
-                    if not torch.isfinite(loss) or loss.item() > config.max_loss:
-                        raise TrainingDivergedError(
-                            f"LTV training of task {task.name!r} diverged at step {run.step}: loss={loss.item()} "
-                            f"(seed {run.seed}, lr={run.sched.get_last_lr()[0]:.3g}); try a smaller learning rate"
-                        )
+                drawn = [run.sampler.batch(size) for run in active]
                 for run in active:
                     run.opt.zero_grad(set_to_none=True)
-                # each run's vectors get only their own loss's gradient
-                (losses[0] if len(losses) == 1 else cast(Tensor, sum(losses))).backward()
+                losses: list[Tensor] = [torch.zeros(())] * len(active)
+                # runs whose prompts are of similar length share a forward (little padding); each run's vectors
+                # get only their own loss's gradient
+                for group in width_groups([r.width for r in active], size, GROUP_TOKENS):
+                    rows: list[tuple[PromptRunner, int]] = []
+                    batch_answers: list[list[int]] = []
+                    for k in group:
+                        run, (g, local) = active[k], drawn[k]
+                        assert g == 0 or len(active) == 1  # several runs: zero-shot, one group
+                        rows += [(run.data.runners[g], j) for j in local]
+                        batch_answers += [run.answers[run.data.groups[g][j]] for j in local]
+                    if len(group) == 1:
+                        edits = _grid_edits(active[group[0]].params, layers, positions)
+                    else:
+                        # each row carries its own run's vector: (rows, d_model) per site
+                        edits = [VectorEdit(l, p, torch.cat([active[k].params[i].expand(size, -1) for k in group]))
+                                 for i, (l, p) in enumerate(sites)]
+                    logits, valid = run_rows(rows, edits, answers=batch_answers)
+                    if len(group) == 1:
+                        mine = [answer_loss(logits, batch_answers, valid)]
+                    else:
+                        mine = [answer_loss(logits[j * size:(j + 1) * size], batch_answers[j * size:(j + 1) * size],
+                                            valid[j * size:(j + 1) * size]) for j in range(len(group))]
+                    for k, loss in zip(group, mine):
+                        run = active[k]
+                        if not torch.isfinite(loss) or loss.item() > config.max_loss:
+                            raise TrainingDivergedError(
+                                f"LTV training of task {run.spec.task.name!r} diverged at step {run.step}: "
+                                f"loss={loss.item()} (seed {run.spec.seed}, lr={run.sched.get_last_lr()[0]:.3g}); "
+                                "try a smaller learning rate"
+                            )
+                        losses[k] = loss
+                    (mine[0] if len(mine) == 1 else cast(Tensor, sum(mine))).backward()
                 for run, loss in zip(active, losses):
                     run.opt.step()
                     run.sched.step()
@@ -867,27 +971,29 @@ def _attempt(
                         run.active = False
     finally:
         bar.close()
-    majority = majority_rate(val)
     out = []
-    for run in runs:
-        if run.seed not in baselines:
+    for k, run in enumerate(runs):
+        if k not in baselines:
             with torch.no_grad():
-                baselines[run.seed] = no_vector_accuracy(evaluate(run.val_set))
+                baselines[k] = no_vector_accuracy(evaluate(run.val_set))
+        val = list(run.spec.splits.validation)[: config.val_queries]
+        majority = majority_rate(val)
         accuracy = run.accuracies[run.best_epoch]
-        above, low = learned_rule(accuracy, len(val), baselines[run.seed], majority)
+        above, low = learned_rule(accuracy, len(val), baselines[k], majority)
         learned = above and run.best_score > run.start_score
-        out.append(LearnedTaskVector(
-            vectors=cast(Tensor, run.best).cpu(), layers=layers, positions=positions, model=lm.name, task=task.name,
-            recipe=config.recipe, seed=run.seed, shots=shots, config=config, training=TrainingRecord(
+        out.append((LearnedTaskVector(
+            vectors=cast(Tensor, run.best).cpu(), layers=layers, positions=positions, model=lm.name,
+            task=run.spec.task.name, recipe=config.recipe, seed=run.spec.seed, shots=shots, config=config,
+            training=TrainingRecord(
                 curve=run.curve, best_val_accuracy=accuracy, steps=run.step, seconds=time.perf_counter() - start,
-                start_val_accuracy=run.accuracies[0], val_metric=metric, best_val_score=run.best_score,
+                start_val_accuracy=run.accuracies[0], val_metric=run.site.metric, best_val_score=run.best_score,
                 start_val_score=run.start_score, steps_to_best=run.best_step, trained=learned,
-                stream_rms=tuple(rms) if rms is not None else None, effective_lr=run.effective_lr,
-                effective_init=tuple(config.init_range * s for s in scales), learned=learned,
-                no_vector_val_accuracy=baselines[run.seed], majority_val_rate=majority, val_accuracy_low=low,
+                stream_rms=run.site.rms, effective_lr=run.effective_lr,
+                effective_init=tuple(config.init_range * s for s in run.site.init), learned=learned,
+                no_vector_val_accuracy=baselines[k], majority_val_rate=majority, val_accuracy_low=low,
                 val_n=len(val),
             ),
-        ))
+        ), baselines[k]))
     return out
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-_TUPLE_FIELDS = ("stream_rms", "effective_lr", "effective_init", "attempt_scores")
+_TUPLE_FIELDS = ("stream_rms", "effective_lr", "effective_init", "attempt_scores", "attempt_steps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,8 @@ class TrainingRecord:
             kept attempt).
         attempts: training runs made (1, plus one per retry of ``TrainConfig.retries_without_progress``: a run
             that did not learn is retried); attempt_scores: the best validation score of each (the kept attempt is
-            the last when the run learned, else the first with the best score).
+            the last when the run learned, else the first with the best score); attempt_steps: the optimiser steps
+            each took (empty in files that predate it).
         steps: optimiser steps taken; seconds: wall time of :func:`ltvlib.ltv.train_ltv`, including building the
             prompt caches, measuring the stream and every validation pass.
     """
@@ -67,6 +68,7 @@ class TrainingRecord:
     effective_init: tuple[float, ...] = ()
     attempts: int = 1
     attempt_scores: tuple[float, ...] = ()
+    attempt_steps: tuple[int, ...] = ()
     learned: bool | None = None
     no_vector_val_accuracy: float = float("nan")
     majority_val_rate: float = float("nan")

@@ -60,3 +60,12 @@ def test_seeds_together_against_one_after_another(llama):
     assert s["available"] and s["seeds"] == 2 and s["ratio"] > 0
     assert len(s["steps"]["together"]) == len(s["steps"]["one after another"]) == 2
     assert s["max_rel_diff"] < 1e-3  # the same runs, summed in another order
+
+
+def test_tasks_together_against_one_after_another(llama):
+    t = floor.tasks_rows(llama, ["antonym", "capital"], profile="smoke", layer=1)
+    assert t["available"] and t["tasks"] == ["antonym", "capital"] and t["ratio"] > 0
+    assert t["steps"]["together"] == t["steps"]["one after another"]  # each run stopped where it stops alone
+    assert t["max_rel_diff"] < 1e-3
+    text = floor.report(None, None, t)
+    assert text.startswith("2 tasks at layer 1 (antonym, capital)") and "together" in text

@@ -202,7 +202,7 @@ def test_a_run_without_vectors_starts_where_the_kept_blocks_start(tiny, shared, 
     blocks: the trainer's no-vector validation is one such run) and gives the full forward's logits."""
     import ltvlib.forward as fw
 
-    prompts, answers = _setup(tiny, shared)
+    prompts, _answers = _setup(tiny, shared)
     late = PromptRunner(tiny, prompts, tail=1, first_layer=2)
     index = [0, 2, 3]
     late.run(index, [VectorEdit(2, -1, torch.zeros(tiny.d_model))])  # caches the rows from block 2
@@ -304,3 +304,73 @@ def test_cache_bound_stops_at_the_runners_cap(llama):
     capped.prefill()
     assert 0 < capped.cache_bytes <= whole // 2 and capped.cached_rows < len(prompts.rows)
     assert PromptRunner(llama, prompts, tail=None).cache_bound() == 0  # the full path keeps nothing
+
+
+def _two_tasks(lm):
+    out = []
+    for name in ("antonym", "sst2"):
+        task = get_task(name)
+        queries = list(load_splits(task).train[:4])
+        out.append((encode_prompts(lm.tokenizer, task, queries),
+                    answer_ids(lm.tokenizer, task, [e.output for e in queries])))
+    return out
+
+
+@pytest.mark.parametrize("firsts", [(0, 0), (2, 0), (1, 2)])
+def test_rows_of_several_runners_are_each_runners_own_run(tiny, firsts):
+    """Rows of two tasks' runners in one batch, each row with its own vector, give each runner's own logits and
+    gradients, whichever blocks each runner keeps and whether its rows were cached already."""
+    from ltvlib.forward import run_rows
+
+    (pa, aa), (pb, ab) = _two_tasks(tiny)
+    layer = max(firsts)
+    a = PromptRunner(tiny, pa, tail=1, first_layer=firsts[0])
+    b = PromptRunner(tiny, pb, tail=1, first_layer=firsts[1])
+    a.run([0], [VectorEdit(layer, -1, torch.zeros(tiny.d_model))], answers=[aa[0]])  # one row cached beforehand
+    rows = [(a, 0), (b, 2), (a, 3), (b, 1)]
+    answers = [aa[0], ab[2], aa[3], ab[1]]
+    theta = torch.stack([torch.full((tiny.d_model,), 0.1 * (k + 1)) for k in range(4)]).requires_grad_(True)
+    logits, valid = run_rows(rows, [VectorEdit(layer, -1, theta)], answers=answers)
+    answer_loss(logits, answers, valid).backward()
+    for k, (runner, i) in enumerate(rows):
+        own = theta.detach()[k].clone().requires_grad_(True)
+        alone = PromptRunner(tiny, pa if runner is a else pb, tail=None)
+        ref, ref_valid = alone.run([i], [VectorEdit(layer, -1, own)], answers=[answers[k]])
+        n = ref.shape[1]
+        torch.testing.assert_close(logits[k : k + 1, :n], ref, atol=1e-4, rtol=1e-4)
+        # the batch loss is a mean over 4 rows: each row's gradient is a quarter of its own loss's
+        (answer_loss(ref, [answers[k]], ref_valid) / 4).backward()
+        assert theta.grad is not None
+        torch.testing.assert_close(theta.grad[k], own.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_runners_that_cannot_share_a_batch_say_why(llama):
+    from ltvlib.forward import run_rows
+
+    (pa, _), (pb, _) = _two_tasks(llama)
+    task = get_task("antonym")
+    demos = encode_prompts(llama.tokenizer, task, list(load_splits(task).train[:2]),
+                           shared_demos=list(load_splits(task).train[10:12]))
+    with pytest.raises(ValueError, match="different shared prefixes"):
+        run_rows([(PromptRunner(llama, pa, tail=1), 0), (PromptRunner(llama, demos, tail=1), 0)])
+    with pytest.raises(ValueError, match="full forwards"):
+        run_rows([(PromptRunner(llama, pa, tail=1), 0), (PromptRunner(llama, pb, tail=None), 0)])
+    with pytest.raises(ValueError, match="at least one row"):
+        run_rows([])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_rows_cached_without_answers_are_exact_with_answers_from_a_later_block(tiny, shared):
+    """A runner keeping blocks >= 2 whose rows were cached by a run without answers (an evaluation) gives the full
+    forward's logits when later run with teacher-forced answers: the blocks it does not keep are recomputed, not
+    read as empty."""
+    prompts, answers = _setup(tiny, shared)
+    late = PromptRunner(tiny, prompts, tail=1, first_layer=2)
+    index = [0, 2, 4]
+    late.run(index, [VectorEdit(2, -1, torch.zeros(tiny.d_model))])
+    theta = torch.full((tiny.d_model,), 0.2)
+    ans = [answers[i] for i in index]
+    for _ in range(2):  # the second run reads the states the first one kept
+        got, _ = late.run(index, [VectorEdit(2, -1, theta)], answers=ans)
+        want, _ = PromptRunner(tiny, prompts, tail=None).run(index, [VectorEdit(2, -1, theta)], answers=ans)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

@@ -128,9 +128,9 @@ def test_seed_excess_resamples_seeds_not_layers() -> None:
     assert same["ltv"].low == pytest.approx(same["ltv"].high)
     mean = tables.seed_excess(own, draws, statistic="mean", n_resamples=500)
     assert mean["ltv"].value == pytest.approx(own.mean())
-    for bad in (dict(own=own[:1], draws=draws[:1]), dict(own=own, draws=draws[:, :, :3]),
-                dict(own=own, draws=draws, statistic="median"), dict(own=own[:, :2], draws=draws[:, :, :2], x=[1, 2],
-                                                                        statistic="slope")):
+    for bad in ({"own": own[:1], "draws": draws[:1]}, {"own": own, "draws": draws[:, :, :3]},
+                {"own": own, "draws": draws, "statistic": "median"}, {"own": own[:, :2], "draws": draws[:, :, :2], "x": [1, 2],
+                                                                        "statistic": "slope"}):
         with pytest.raises(ValueError):
             tables.seed_excess(**bad)
 

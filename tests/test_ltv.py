@@ -133,9 +133,9 @@ def trainings(monkeypatch, tmp_path):
     calls: list[str] = []
     real = ltv_module._train_runs
 
-    def counting(lm, task, seeds, **kwargs):
-        calls.extend(getattr(task, "name", task) for _ in seeds)
-        return real(lm, task, seeds, **kwargs)
+    def counting(lm, specs, **kwargs):
+        calls.extend(spec.task.name for spec in specs)
+        return real(lm, specs, **kwargs)
 
     monkeypatch.setattr(ltv_module, "_train_runs", counting)
     return calls
@@ -412,11 +412,12 @@ def test_a_run_that_did_not_train_is_retried_at_smaller_steps_until_one_trains(l
 
     real, factors = ltv_module._attempt, []
 
-    def attempt(lm, task, seeds, lr_factors, **kwargs):
-        factors.append(lr_factors[seeds[0]])
-        (out,) = real(lm, task, seeds, lr_factors, **kwargs)
+    def attempt(lm, specs, lr_factors, **kwargs):
+        factors.append(lr_factors[0])
+        ((out, baseline),) = real(lm, specs, lr_factors, **kwargs)
         # the first run "does not learn", the second does
-        return [dataclasses.replace(out, training=dataclasses.replace(out.training, learned=len(factors) == 2))]
+        return [(dataclasses.replace(out, training=dataclasses.replace(out.training, learned=len(factors) == 2)),
+                 baseline)]
 
     monkeypatch.setattr(ltv_module, "_attempt", attempt)
     config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)
@@ -594,13 +595,13 @@ def test_when_no_attempt_learns_the_best_attempt_is_kept(llama, monkeypatch):
 
     real, made = ltv_module._attempt, []
 
-    def attempt(lm, task, seeds, lr_factors, **kwargs):
-        (out,) = real(lm, task, seeds, lr_factors, **kwargs)
+    def attempt(lm, specs, lr_factors, **kwargs):
+        ((out, baseline),) = real(lm, specs, lr_factors, **kwargs)
         score = [0.5, 0.25, 0.375][len(made)]
         vectors = out.vectors + len(made)  # each attempt's vector told apart
         made.append(vectors)
-        return [dataclasses.replace(out, vectors=vectors, training=dataclasses.replace(
-            out.training, learned=False, best_val_score=score))]
+        return [(dataclasses.replace(out, vectors=vectors, training=dataclasses.replace(
+            out.training, learned=False, best_val_score=score)), baseline)]
 
     monkeypatch.setattr(ltv_module, "_attempt", attempt)
     config = with_config(FAST_RECIPE, epochs=1, samples_per_epoch=8, batch_size=8)

@@ -16,7 +16,10 @@ from ltvlib.study.ltvs import (
     task_contrast,
     task_mean,
     task_mean_difference,
+    trained_ltv,
+    trained_ltv_sets,
     trained_ltvs,
+    trained_ltvs_by_layer,
 )
 from ltvlib.study.plans import get_profile, run_sizes
 
@@ -48,6 +51,30 @@ def test_records_carry_per_query_correctness(llama, cache):
     assert ltv_accuracy(llama, ltvs[0], run) == records[0], "read back from the cache"
     zero = icl_accuracy(llama, "antonym", 0, run)
     assert len(zero["correct"]) == zero["n"] and np.mean(zero["correct"]) == pytest.approx(zero["accuracy"])
+
+
+def test_a_sweep_trains_a_layers_tasks_together_and_gives_each_vector_as_trained_ltv_does(llama, cache, monkeypatch):
+    from ltvlib.study import ltvs as ltvs_module
+
+    calls: list[tuple[int, list[str], list[int]]] = []
+    real = ltvs_module.train_ltv
+
+    def spy(lm, tasks, *, layers, seeds=None, **kwargs):
+        if seeds is not None:
+            calls.append((layers[0], list(tasks), list(seeds)))
+        return real(lm, tasks, layers=layers, seeds=seeds, **kwargs)
+
+    monkeypatch.setattr(ltvs_module, "train_ltv", spy)
+    run = run_sizes(get_profile("smoke"))
+    got = trained_ltvs_by_layer(llama, {"sst2": [2, 0], "antonym": [0]}, run, lambda l: (0, 1) if l == 0 else (0,))
+    assert list(got) == [("sst2", 2), ("sst2", 0), ("antonym", 0)]
+    # the lowest layer first, a layer's tasks and seeds in one call
+    assert calls == [(0, ["sst2", "antonym"], [0, 1]), (2, ["sst2"], [0])]
+    assert [v.seed for v in got["antonym", 0]] == [0, 1] and got["sst2", 2][0].layers == (2,)
+    assert len(list((cache / "vectors" / "ltv").glob("*.safetensors"))) == 5
+    alone = trained_ltv(llama, "antonym", run, layers=[0], seed=1)  # read back: the same cache entry
+    assert (alone.vectors == got["antonym", 0][1].vectors).all()
+    assert trained_ltv_sets(llama, [], run, (0,)) == {}
 
 
 def test_correct_matrix_refuses_what_it_cannot_pair():

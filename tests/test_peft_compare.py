@@ -213,15 +213,17 @@ def test_prefix_tuning_changes_the_output(llama, prepared_llama):
 
 def test_batch_schedule_is_train_ltvs(llama, monkeypatch):
     splits = load_splits("antonym", n_train=10, n_val=4)
+    import ltvlib.ltv as ltv_module
+
     seen: list[list[int]] = []
-    original = PromptRunner.run
+    original = ltv_module.run_rows
 
-    def spy(self, index, edits=(), *, answers=None, **kw):
-        if answers is not None:
-            seen.append(list(index))
-        return original(self, index, edits, answers=answers, **kw)
+    def spy(rows, edits=(), *, answers=None):
+        if answers is not None:  # a training step (validation runs without answers)
+            seen.append([i for _, i in rows])
+        return original(rows, edits, answers=answers)
 
-    monkeypatch.setattr(PromptRunner, "run", spy)
+    monkeypatch.setattr(ltv_module, "run_rows", spy)
     # 12 > 10: an epoch wraps around; one run (a retry of a run that did not train would repeat the schedule)
     config = with_config(SCHEDULE, patience=99, samples_per_epoch=12, retries_without_progress=0)
     train_ltv(llama, "antonym", recipe=config, seed=3, splits=splits, progress=False)

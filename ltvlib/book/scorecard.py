@@ -66,8 +66,8 @@ from ltvlib.stats import Estimate, format_estimate
 __all__ = [
     "PAPER_CLAIMS",
     "RULES",
-    "VERDICT_MARKS",
     "VERDICT_LEVELS",
+    "VERDICT_MARKS",
     "Claim",
     "ClaimSheet",
     "RuleResult",

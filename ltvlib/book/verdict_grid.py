@@ -15,11 +15,11 @@ import json
 from collections.abc import Sequence
 
 from ltvlib.book.scorecard import (
-    Claim,
-    ClaimSheet,
     PAPER_CLAIMS,
     SCHEMA,
     VERDICT_MARKS,
+    Claim,
+    ClaimSheet,
     Verdict,
     rule_text,
     table_cell,

@@ -37,10 +37,14 @@ def attempt_steps(config: Any, record: Any, *, high: bool = False) -> tuple[tupl
     as ``record`` says (a :class:`~ltvlib.ltv_record.TrainingRecord`), the optimiser steps it took, and how many
     of those are lower bounds.
 
-    The kept attempt took ``record.steps``; it is the last when the run learned (a run stops retrying once it
+    A record that lists each attempt's steps (``attempt_steps``) is read as it is, exactly. In an older one, the
+    kept attempt took ``record.steps``; it is the last when the run learned (a run stops retrying once it
     learns), else the first with the best score. Another attempt that never beat its start stopped when its
     patience ran out (at the cap under ``patience_after_gain``); one that did beat it ran at least ``1 + patience``
     epochs (a lower bound) and at most the cap (counted with ``high``)."""
+    recorded = tuple(int(s) for s in getattr(record, "attempt_steps", ()))
+    if recorded:  # the trainer recorded every attempt's steps
+        return recorded, 0
     per_epoch = math.ceil(config.samples_per_epoch / config.batch_size)
     cap = config.epochs * per_epoch
     scores = list(record.attempt_scores) or [record.best_val_score]
@@ -157,7 +161,8 @@ def as_run(shape: Shape, model: str, lengths: Callable[[str], Lengths], root: Pa
         recipe = _config(config["recipe"])
         record = TrainingRecord(steps=value["steps"], best_val_score=value["best_val_score"],
                                 start_val_score=value["start_val_score"], learned=value["trained"],
-                                attempt_scores=tuple(value.get("attempt_scores", ())))
+                                attempt_scores=tuple(value.get("attempt_scores", ())),
+                                attempt_steps=tuple(value.get("attempt_steps", ())))
         # an older result has no attempt scores: its retries are unknown, the kept attempt alone is counted
         _ltv_run(c, shape, lengths(config["task"]["name"]), recipe, shape.n_layers // 2, record,
                  n_val=config["sizes"]["n_val"], unknown_retries="attempt_scores" not in value)

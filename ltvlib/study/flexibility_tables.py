@@ -25,10 +25,12 @@ from .flexibility import (
     Setting,
     SettingResult,
     cell_estimate,
+    check_setting,
     keep_share,
     setting_result,
     task_mean_contrast,
 )
+from .ltvs import trained_ltv_sets
 
 NOT_LEARNED = "did not learn"
 """A cell for an LTV that did not learn (:func:`ltvlib.ltv.learned_rule`): it enters no mean or verdict."""
@@ -117,7 +119,19 @@ class FlexView:
 
     def measure(self, lm: LoadedModel, run: Any, *, n_test: int | None, seed: int) -> None:
         """Fill ``results`` with :func:`~ltvlib.study.flexibility.setting_result` of every task in every column that
-        covers it (cached measurements)."""
+        covers it (cached measurements). Each column's LTVs are trained first, the column's tasks and seeds
+        together (:func:`~ltvlib.study.ltvs.trained_ltv_sets`; a k-shot column also the zero-shot-trained ones
+        for its sites), so that the measurements read them back."""
+        for s in self.columns:
+            tasks = [t for t in self.task_list if t in self.col_tasks[s.name]]
+            if not tasks:
+                continue
+            layers = list(check_setting(lm, tasks[0], s, run).layers)
+            for t in tasks[1:]:
+                check_setting(lm, t, s, run)
+            trained_ltv_sets(lm, tasks, run, self.seeds_of(s), layers=layers, positions=s.positions, shots=s.shots)
+            if s.shots:
+                trained_ltv_sets(lm, tasks, run, self.base_seeds, layers=layers, positions=s.positions)
         for task in self.task_list:
             for s in self.columns:
                 if task not in self.col_tasks[s.name]:

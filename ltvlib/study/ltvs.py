@@ -11,7 +11,7 @@ methods on the same queries (:func:`ltvlib.stats.paired_bootstrap_difference`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -115,10 +115,44 @@ def trained_ltvs(
     lm: LoadedModel, task: str, run_sizes: RunSizes, seeds: Sequence[int], *, layers: list[int] | None = None,
     positions: tuple[int, ...] = (-1,), shots: int = 0, progress: bool = False,
 ) -> list[LearnedTaskVector]:
-    """One :func:`trained_ltv` per seed, in turn: the seeds share the task's prompt caches in memory, so a
-    second and third seed skip the prefix passes that dominate the first one's cost."""
-    return [trained_ltv(lm, task, run_sizes, layers=layers, positions=positions, shots=shots, seed=s,
-                        progress=progress) for s in seeds]
+    """One :func:`trained_ltv` per seed, the seeds trained together (:func:`trained_ltv_sets` of one task)."""
+    return trained_ltv_sets(lm, [task], run_sizes, seeds, layers=layers, positions=positions, shots=shots,
+                            progress=progress)[task]
+
+
+def trained_ltv_sets(
+    lm: LoadedModel, tasks: Sequence[str], run_sizes: RunSizes, seeds: Sequence[int], *,
+    layers: list[int] | None = None, positions: tuple[int, ...] = (-1,), shots: int = 0, progress: bool = False,
+) -> dict[str, list[LearnedTaskVector]]:
+    """Every task's LTVs at the same layers and positions, one per seed, as :func:`trained_ltv` gives them: those
+    not cached are trained together (:func:`ltvlib.ltv.train_ltv` with a list of tasks and ``seeds``: with
+    zero-shot prompts every (task, seed) run's queries are rows of one step). Task -> the LTVs in seed order."""
+    if not tasks:
+        return {}
+    got = train_ltv(lm, list(tasks), seeds=list(seeds), layers=layers, positions=positions, shots=shots,
+                    recipe=run_sizes.recipe, n_train=run_sizes.n_train, n_val=run_sizes.n_val, cache=True,
+                    progress=progress)
+    return dict(zip(tasks, got))
+
+
+def trained_ltvs_by_layer(
+    lm: LoadedModel, layers_of: Mapping[str, Sequence[int]], run_sizes: RunSizes,
+    seeds_at: Callable[[int], Sequence[int]] | Sequence[int],
+) -> dict[tuple[str, int], list[LearnedTaskVector]]:
+    """The LTVs of a layer sweep, one vector per layer: ``(task, layer) -> LTVs`` (one per seed) for every layer of
+    ``layers_of[task]``, with the seeds ``seeds_at(layer)`` (or the same seeds everywhere). The tasks that share
+    a layer are trained together (:func:`trained_ltv_sets`), from the lowest layer up, so that the prompt store's
+    caches built for the first layer serve every later one."""
+    at: dict[int, list[str]] = {}
+    for task, layers in layers_of.items():
+        for layer in layers:
+            at.setdefault(int(layer), []).append(task)
+    out: dict[tuple[str, int], list[LearnedTaskVector]] = {}
+    for layer in sorted(at):
+        seeds = seeds_at(layer) if callable(seeds_at) else seeds_at
+        got = trained_ltv_sets(lm, at[layer], run_sizes, seeds, layers=[layer])
+        out |= {(task, layer): vs for task, vs in got.items()}
+    return {(t, int(l)): out[t, int(l)] for t, ls in layers_of.items() for l in ls}
 
 
 # A sweep evaluates many vectors on the same test prompts: the model's memo (:mod:`ltvlib.memo`) keeps its last

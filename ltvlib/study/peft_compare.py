@@ -159,8 +159,9 @@ def ltv_race_run(lm: LoadedModel, task: str, sizes: CompareSizes, recipe: TrainC
     chapter reads): ``method`` ``"ltv"``, ``lr``, ``lr_scale``, ``trainable_params``, ``params_in_d``,
     ``test_accuracy``, ``test_correct``, ``n_test``, ``best_val_accuracy``, ``best_val_score``,
     ``start_val_score``, ``trained`` (the library's learned rule), ``stopped_by_rule`` (it stopped before the
-    sample cap), ``steps`` (the kept attempt's), ``attempts`` and ``attempt_scores`` (each attempt's best validation
-    score: a run that did not learn is retried at a smaller step), ``steps_to_best``, ``samples_to_best``, ``samples_seen``, ``train_seconds`` (the
+    sample cap), ``steps`` (the kept attempt's), ``attempts``, ``attempt_scores`` (each attempt's best validation
+    score: a run that did not learn is retried at a smaller step), ``attempt_steps`` (each attempt's steps),
+    ``steps_to_best``, ``samples_to_best``, ``samples_seen``, ``train_seconds`` (the
     trainer's wall time, validation included), ``curve`` (per validation: ``samples``, ``wall_seconds``
     estimated from the run's mean seconds per step, ``val_accuracy``), ``peak_train_mb`` (CUDA only) and
     ``seed``. Cached by model, task, sizes, recipe, scale, seed and this module's code."""
@@ -199,6 +200,7 @@ def ltv_race_run(lm: LoadedModel, task: str, sizes: CompareSizes, recipe: TrainC
             "best_val_accuracy": t.best_val_accuracy, "best_val_score": t.best_val_score,
             "start_val_score": t.start_val_score, "trained": bool(t.learned), "stopped_by_rule": len(vals) - 1 < config.epochs,
             "steps": t.steps, "attempts": t.attempts, "attempt_scores": list(t.attempt_scores),
+            "attempt_steps": list(t.attempt_steps),
             "steps_to_best": steps_to_best, "samples_to_best": round(steps_to_best * samples_per_step),
             "samples_seen": round(t.steps * samples_per_step), "seconds_to_best": steps_to_best * per_step,
             "train_seconds": t.seconds, "wall_seconds": t.seconds, "curve": curve, "peak_train_mb": peak,
