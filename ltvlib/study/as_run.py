@@ -7,11 +7,12 @@ attempt's steps, how many attempts were made and each one's best validation scor
 (its steps and validations). This module swaps the cap for those steps, run by run, so that the count is the
 arithmetic the build did rather than what its schedules allowed.
 
-What a record does not say exactly: the steps of an attempt that was not kept. An attempt whose best validation
+A record lists every attempt's steps (``attempt_steps``), so the count is exact. Only a record from before that
+field was kept does not say the steps of an attempt that was not kept. An attempt whose best validation
 score never rose above its start (every attempt of a seed starts from the same vector) ran until its patience ran
 out, which the recipe fixes (under ``patience_after_gain``, to the cap); one that rose and was still not kept ran
-between ``1 + patience`` epochs and the cap. The count takes the lower end (never more than what ran) and, with
-``high``, the upper one, so a build's count is a range wherever such attempts were made.
+between ``1 + patience`` epochs and the cap. For such records the count takes the lower end (never more than what
+ran) and, with ``high``, the upper one, so a build's count is a range wherever such attempts were made.
 
 Only a cold build's cache describes one build: vectors trained by anything else in the same cache (other
 profiles, other tasks) are counted too. The report says how many vectors and runs it read.
