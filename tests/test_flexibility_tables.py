@@ -100,6 +100,8 @@ def test_per_task_and_cost_tables() -> None:
     assert cost.loc["LTVs (tasks x seeds)", "baseline"] == 4
     assert cost.loc["evaluation seconds (the column's tasks)", "icl2"] == 3.0
     assert cost.loc["per-row tail (prefix cache)", "late28"] == "yes"
+    # the column's four LTVs record one training call's 2 s (they were trained together): counted once
+    assert cost.loc["training seconds (the column's LTVs)", "baseline"] == 2.0
 
 
 def test_short() -> None:

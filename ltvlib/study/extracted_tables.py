@@ -79,12 +79,11 @@ def trained_correct(ltv_vectors: Mapping[tuple[str, int], Sequence[Any]],
 
 def training_table(ltv_vectors: Mapping[tuple[str, int], Sequence[Any]]) -> pd.DataFrame:
     """Per (task, layer) (index): seeds, how many learned (:func:`ltvlib.ltv.learned_rule`), validation accuracy,
-    steps and training seconds per seed."""
+    and steps per seed (training time is not per vector: a layer's tasks and seeds are trained together)."""
     return pd.DataFrame([
         {"task": t, "layer": l, "seeds": len(vs), "learned": sum(bool(v.training.trained) for v in vs),
          "validation accuracy (%, per seed)": ", ".join(f"{100 * v.training.best_val_accuracy:.1f}" for v in vs),
-         "steps (per seed)": ", ".join(str(v.training.steps) for v in vs),
-         "train seconds (per seed)": ", ".join(f"{v.training.seconds:.0f}" for v in vs)}
+         "steps (per seed)": ", ".join(str(v.training.steps) for v in vs)}
         for (t, l), vs in ltv_vectors.items()
     ]).set_index(["task", "layer"])
 

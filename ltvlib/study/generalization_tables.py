@@ -39,14 +39,13 @@ TRANSFER_PANELS: tuple[str, ...] = ("first-token accuracy (whole vocabulary)", "
 
 
 def vectors_table(all_ltvs: Mapping[Key, Any], ledger: Any) -> pd.DataFrame:
-    """Per (task, seed) (index): steps, trained, training seconds, validation accuracy (gated, where
+    """Per (task, seed) (index): steps, trained, validation accuracy (gated, where
     ``ch06-table-vectors``), the norm, its random start's norm and the cosine between the two."""
     vec_rows = []
     for (t, s), v in all_ltvs.items():
         x, x0 = v.vectors[0].float(), initial_vectors(v)[0]
         vec_rows.append({
             "task": t, "seed": s, "steps": v.training.steps, "trained": v.training.trained,
-            "train seconds": round(v.training.seconds, 1),
             "validation accuracy (%)": ledger.cell(v, f"{100 * v.training.best_val_accuracy:.1f}",
                                                    where="ch06-table-vectors"),
             "norm": round(float(x.norm()), 3), "norm of the random start": round(float(x0.norm()), 3),

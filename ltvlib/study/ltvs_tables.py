@@ -54,7 +54,8 @@ def tasks_table(tokenizer: Any, tasks: Sequence[str], run: Any) -> pd.DataFrame:
 def training_table(ltvs: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """Per (task, seed) (index): whether it learned and the test it was judged by (:func:`ltvlib.ltv.learned_rule`:
     the lower end of the 95 % interval of its validation accuracy against the better of the prompt without a vector
-    and the majority answer), then its steps and training seconds. Percentages with one decimal."""
+    and the majority answer), then its steps. Percentages with one decimal. (Training time is not per vector: the
+    vectors of a chapter are trained together, and each records the joint call's wall time.)"""
     def pct(x: float) -> str:
         return "–" if not math.isfinite(x) else f"{100 * x:.1f}"
 
@@ -64,7 +65,7 @@ def training_table(ltvs: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
          "its lower bound (%)": pct(v.training.val_accuracy_low),
          "to beat (%)": pct(max((x for x in (v.training.no_vector_val_accuracy, v.training.majority_val_rate)
                                  if math.isfinite(x)), default=float("nan"))),
-         "steps": v.training.steps, "train seconds": f"{v.training.seconds:.1f}"}
+         "steps": v.training.steps}
         for t, vs in ltvs.items() for v in vs
     ]).set_index(["task", "seed"])
 
