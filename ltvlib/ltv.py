@@ -543,10 +543,9 @@ def train_ltv(
     Several runs are trained together: with zero-shot prompts and cached prefixes, every (task, seed) run's
     queries are rows of one batch per step, each row carrying its own run's vector (its own draw, sampler,
     optimiser, schedule, early stopping and retries; each run equals the one trained alone within float
-    tolerance, as a batch of other rows sums in another order). Small batches use a CPU or GPU poorly, so a step
-    of many runs costs little more than a step of one: three seeds at SmolLM2-135M's middle layer took 1/1.28 of
-    the time of one after another (``bench/floor.py`` measures seeds and tasks together against one after another;
-    current figures in ``bench/README.md``). With demonstrations or without cached prefixes the runs go one after
+    tolerance, as a batch of other rows sums in another order). What it saves depends on the machine: on 2 CPU
+    cores three seeds at SmolLM2-135M's middle layer took 1/1.28 of the time of one after another, four tasks at
+    layer 3 1/1.03 (``bench/floor.py --seeds``, ``--tasks``; current figures in ``bench/README.md``). With demonstrations or without cached prefixes the runs go one after
     another. ``training.seconds`` is then the whole call's wall time.
 
     With ``cache=True`` vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (:func:`ltv_cache_path`; see

@@ -9,25 +9,11 @@ import torch
 from ltvlib.ltv import FAST_RECIPE, PAPER_RECIPE, TrainingDivergedError, train_ltv, with_config
 from ltvlib.ltv_seeds import train_ltv_seeds
 from ltvlib.tasks import load_splits
+from tests.same_run import assert_same_run
 
 
 def _splits(task="antonym"):
     return load_splits(task, n_train=48, n_val=16)
-
-
-def _same_run(together, alone):
-    assert together.seed == alone.seed
-    assert together.training.steps == alone.training.steps and together.training.attempts == alone.training.attempts
-    assert together.training.best_val_accuracy == alone.training.best_val_accuracy
-    assert together.training.trained == alone.training.trained
-    assert together.training.steps_to_best == alone.training.steps_to_best
-    assert [c.get("val_score") for c in together.training.curve] == [c.get("val_score") for c in alone.training.curve]
-    torch.testing.assert_close(torch.tensor([c["loss"] for c in together.training.curve if "loss" in c]),
-                               torch.tensor([c["loss"] for c in alone.training.curve if "loss" in c]),
-                               rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(together.vectors, alone.vectors, rtol=1e-4, atol=1e-5)
-    assert together.training.effective_lr == pytest.approx(alone.training.effective_lr)
-    assert together.training.effective_init == pytest.approx(alone.training.effective_init)
 
 
 @pytest.mark.parametrize("layers, positions", [([1], (-1,)), ([0, 2], (-2, -1))])
@@ -40,7 +26,7 @@ def test_each_seed_is_train_ltvs_run(tiny, layers, positions):
     for t in together:
         alone = train_ltv(tiny, "antonym", layers=layers, positions=positions, recipe=config, seed=t.seed,
                           splits=_splits(), progress=False)
-        _same_run(t, alone)
+        assert_same_run(t, alone)
     assert not torch.equal(together[0].vectors, together[1].vectors)
     # the joint run's wall time
     assert len({t.training.seconds for t in together}) == 1 and together[0].training.seconds > 0
@@ -61,7 +47,7 @@ def test_seeds_stop_early_and_retry_each_on_their_own(llama, monkeypatch):
     alone = [train_ltv(llama, "sst2", layers=[1], recipe=config, seed=s, splits=_splits("sst2"), progress=False)
              for s in seeds]
     for t, a in zip(together, alone):
-        _same_run(t, a)
+        assert_same_run(t, a)
     # the case this test is for: the seeds did not all run the same number of steps or attempts
     runs = [(a.training.steps, a.training.attempts) for a in alone]
     assert len(set(runs)) > 1, runs

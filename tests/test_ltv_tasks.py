@@ -9,26 +9,9 @@ import torch
 
 from ltvlib.ltv import FAST_RECIPE, TrainingDivergedError, train_ltv, with_config
 from ltvlib.tasks import load_splits
+from tests.same_run import assert_same_run
 
 SIZES = {"n_train": 48, "n_val": 16, "progress": False}
-
-
-def _same_run(together, alone):
-    assert (together.task, together.seed) == (alone.task, alone.seed)
-    assert together.training.steps == alone.training.steps and together.training.attempts == alone.training.attempts
-    assert together.training.attempt_steps == alone.training.attempt_steps
-    assert together.training.best_val_accuracy == alone.training.best_val_accuracy
-    assert together.training.learned == alone.training.learned
-    assert together.training.no_vector_val_accuracy == alone.training.no_vector_val_accuracy
-    assert [c.get("val_score") for c in together.training.curve] == [c.get("val_score") for c in alone.training.curve]
-    torch.testing.assert_close(torch.tensor([c["loss"] for c in together.training.curve if "loss" in c]),
-                               torch.tensor([c["loss"] for c in alone.training.curve if "loss" in c]),
-                               rtol=1e-4, atol=1e-5)
-    # other rows in the batch sum in another order: within a float tolerance of the vector's largest entry
-    scale = float(alone.vectors.abs().max())
-    torch.testing.assert_close(together.vectors, alone.vectors, rtol=1e-3, atol=1e-4 * scale)
-    assert together.training.effective_lr == pytest.approx(alone.training.effective_lr)
-    assert together.training.stream_rms == pytest.approx(alone.training.stream_rms)
 
 
 @pytest.mark.parametrize("layers, positions", [([1], (-1,)), ([0, 2], (-2, -1))])
@@ -43,7 +26,7 @@ def test_each_task_and_seed_is_its_own_run(tiny, layers, positions):
     for per in together:
         for t in per:
             alone = train_ltv(tiny, t.task, seed=t.seed, layers=layers, positions=positions, recipe=config, **SIZES)
-            _same_run(t, alone)
+            assert_same_run(t, alone)
     assert not torch.equal(together[0][0].vectors, together[1][0].vectors)
 
 
@@ -62,7 +45,7 @@ def test_tasks_stop_early_and_retry_each_on_their_own(llama, monkeypatch, group_
     alone = [[train_ltv(llama, t, seed=s, layers=[1], recipe=config, **SIZES) for s in (0, 1)] for t in tasks]
     for per_t, per_a in zip(together, alone):
         for t, a in zip(per_t, per_a):
-            _same_run(t, a)
+            assert_same_run(t, a)
             assert len(t.training.attempt_steps) == t.training.attempts
             assert t.training.attempt_steps[-1 if t.training.learned else 0] >= 0
     runs = {(a.training.steps, a.training.attempts) for per in alone for a in per}
