@@ -542,11 +542,14 @@ def train_ltv(
 
     Several runs are trained together: with zero-shot prompts and cached prefixes, every (task, seed) run's
     queries are rows of one batch per step, each row carrying its own run's vector (its own draw, sampler,
-    optimiser, schedule, early stopping and retries; each run equals the one trained alone within float
-    tolerance, as a batch of other rows sums in another order). What it saves depends on the machine: on 2 CPU
-    cores three seeds at SmolLM2-135M's middle layer took 1/1.28 of the time of one after another, four tasks at
-    layer 3 1/1.03 (``bench/floor.py --seeds``, ``--tasks``; current figures in ``bench/README.md``). With demonstrations or without cached prefixes the runs go one after
-    another. ``training.seconds`` is then the whole call's wall time.
+    optimiser, schedule, early stopping and retries). Each step equals the run's step trained alone within float
+    tolerance (a batch of other rows sums in another order); a run that amplifies rounding can end elsewhere, as a
+    different seed would (Gemma-3-270M's TREC at layer 9: cosine 0.93 to the vector trained alone after 64 steps,
+    while Antonym and SST-2 beside it were bit-identical). What it saves depends on the machine: on 2 CPU cores
+    three seeds at SmolLM2-135M's middle layer took 1/1.28 of the time of one after another, four tasks at layer 3
+    1/1.03 (``bench/floor.py --seeds``, ``--tasks``; current figures in ``bench/README.md``). With demonstrations
+    or without cached prefixes the runs go one after another. ``training.seconds`` is then the whole call's wall
+    time.
 
     With ``cache=True`` vectors live in ``<cache>/vectors/ltv/<key>.safetensors`` (:func:`ltv_cache_path`; see
     :mod:`ltvlib.cache`); the key holds the model name, the task's definition and the bytes of its data files

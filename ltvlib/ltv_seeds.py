@@ -2,7 +2,8 @@
 
 It passes its arguments through and adds nothing: :func:`ltvlib.ltv.train_ltv` is the one trainer, and it steps
 several seeds as rows of one batch itself (with zero-shot prompts and cached prefixes; otherwise one after
-another), each seed's result the run ``train_ltv(seed=s)`` makes within float tolerance. New code calls
+another), each seed's steps those of ``train_ltv(seed=s)`` within float tolerance (see ``train_ltv`` on runs
+that amplify rounding). New code calls
 ``train_ltv(..., seeds=[...])``.
 """
 
