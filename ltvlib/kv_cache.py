@@ -121,6 +121,43 @@ def forward_tokens(
     return out.logits, extended
 
 
+def forward_alternatives(lm: LoadedModel, tokens: Tensor, prefix: KVPrefix) -> Tensor:
+    """``n`` alternative next tokens after one cached prefix, run as ``n`` positions of one sequence.
+
+    Each position attends the prefix and itself only and gets the prefix's next position id, so column ``j``
+    computes exactly what a batch row holding the prefix and ``tokens[j]`` would, while the prefix's keys and
+    values are read once instead of copied into ``n`` rows. A hook that changes column ``j`` (prompt position
+    ``j - n`` counted from the end, with the cache's ``prefix.length`` columns as offset) changes only that
+    alternative.
+
+    Args:
+        tokens: ``(n,)`` token ids.
+        prefix: a single-row prefix (:meth:`KVPrefix.rows`; padding in it is fine).
+
+    Returns:
+        ``(n, vocab)`` next-token logits, column ``j``'s in row ``j``, with the model's final-logit soft-capping.
+    """
+    if prefix.batch != 1:
+        raise ValueError(f"alternatives follow a single-row prefix; this one has {prefix.batch} rows")
+    n = tokens.shape[0]
+    device = prefix.attention_mask.device
+    seen = prefix.attention_mask.bool()[:, None, None, :].expand(1, 1, n, prefix.length)
+    own = torch.eye(n, dtype=torch.bool, device=device)[None, None]
+    mask: Any = torch.cat([seen, own], dim=-1)  # (1, 1, n, prefix + n): True where a position may attend
+    layer_types = getattr(text_model(lm).config, "layer_types", None)
+    if layer_types is not None:  # one mask per attention type; a cached prefix fits inside a sliding window
+        mask = {t: mask for t in set(layer_types)}
+    out = lm.model(
+        input_ids=tokens.view(1, n).to(device),
+        attention_mask=mask,
+        position_ids=prefix.next_position.view(1, 1).expand(1, n),
+        cache=_as_cache(lm, prefix),
+        use_cache=True,
+        logits_to_keep=n,
+    )
+    return out.logits[0]
+
+
 @torch.no_grad()
 def compute_prefix(lm: LoadedModel, input_ids: Tensor, attention_mask: Tensor, *, prefix: KVPrefix | None = None) -> KVPrefix:
     """Keys/values of ``input_ids`` (after an optional earlier prefix), without gradients."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from .attention import use_grouped_attention
 from .cache import cache_root
 from .prompts import context_length, tokenizer_limit
 from .sites import ArchTable, HeadGeometry, arch_table, head_geometry
@@ -193,6 +194,7 @@ def wrap_model(model: PreTrainedModel, tokenizer: Any, name: str) -> LoadedModel
     every prompt the library encodes (:func:`ltvlib.prompts.encode_prompts`) is checked against the positions the
     model has: a prompt past them stops with :class:`ltvlib.prompts.ContextLengthError` instead of running."""
     table = arch_table(model.config)
+    use_grouped_attention(model)  # on CPU: grouped keys and values read once, not copied per query head
     model.eval()
     model.requires_grad_(False)
     if tokenizer is not None and tokenizer.pad_token_id is None:

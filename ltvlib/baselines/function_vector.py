@@ -21,7 +21,8 @@ Recipe (defaults in :class:`FunctionVectorConfig`):
 
 Every patch in step 2 is at the last token, which cannot change the keys and values of earlier tokens. So
 the *cached* path computes each corrupted prompt's prefix once and runs all ``n_layers * n_heads`` patched
-copies (plus the unpatched one) as rows of single-token forwards over that prefix; the *full* path is the
+copies (plus the unpatched one) as positions of one sequence after that prefix, each attending the prefix and
+itself only (:func:`ltvlib.kv_cache.forward_alternatives`); the *full* path is the
 straightforward one (one full forward per head at batch size 1). Both give the same numbers
 (``tests/test_function_vector.py``; ``bench/fv_head_scan.py`` compares them on the default model).
 """
@@ -43,7 +44,7 @@ from torch import Tensor
 from ..cache import atomic_write_bytes, code_version
 from ..heads import HeadPatch, check_head, head_outputs, head_writes
 from ..inject import Mode, Site, VectorEdit
-from ..kv_cache import KVPrefix, compute_prefix, forward_tokens
+from ..kv_cache import KVPrefix, compute_prefix, forward_alternatives, forward_tokens
 from ..prompts import EncodedPrompts, answer_ids, encode_prompts, pad_left, sample_demos
 from ..sites import check_layer
 from ..task_vector import apply_edits, placement_metadata
@@ -275,7 +276,7 @@ def indirect_effects(
     Args:
         prompts: corrupted prompts; gold: the gold first token of each.
         means: ``(n_layers, n_heads, head_dim)`` mean head outputs.
-        method: ``"cached"`` (each prompt's prefix once, all heads as rows of batched single-token passes) or
+        method: ``"cached"`` (each prompt's prefix once, all heads as positions of batched single-token passes) or
             ``"full"`` (one full forward per head and prompt at batch size 1: the reference).
         heads: the ``(layer, head)`` pairs to measure (default: all).
         max_cache_bytes: cached path only: bound on the keys/values materialised per batched pass.
@@ -305,23 +306,24 @@ def indirect_effects(
         raise ValueError(f"unknown method {method!r}; allowed: 'cached', 'full'")
     per_token = 2 * geo.n_layers * geo.n_kv_heads * geo.head_dim * lm.dtype.itemsize
     for i, prefix in _prefixes(lm, rows, max_tokens):
-        # row 0 of the first pass is the unpatched prompt; every other row patches one head
+        # job 0 of the first pass is the unpatched prompt; every other job patches one head. The jobs of a pass are
+        # positions of one sequence after the prompt's cached prefix (forward_alternatives): the prefix's keys and
+        # values are read once per pass, not copied once per job.
         jobs: list[int | None] = [None, *range(len(pairs))]
-        per_pass = max(2, min(512, max_cache_bytes // max(1, per_token * (prefix.length + 1))))
+        per_pass = max(2, min(512, max_cache_bytes // per_token - prefix.length))
         probs = torch.zeros(len(jobs))
         for start in range(0, len(jobs), per_pass):
             block = jobs[start : start + per_pass]
             n = len(block)
-            ids = torch.full((n, 1), rows[i][-1], device=lm.device)
-            tail_mask = torch.ones_like(ids)
-            full_mask = torch.cat([prefix.attention_mask.expand(n, -1), tail_mask], dim=1)
+            full_mask = torch.cat([prefix.attention_mask, torch.ones((1, n), dtype=torch.long, device=lm.device)], 1)
             patches = [
-                HeadPatch(pairs[j][0], pairs[j][1], -1, means[pairs[j]].to(lm.device), rows=[r])
+                HeadPatch(pairs[j][0], pairs[j][1], r - n, means[pairs[j]].to(lm.device), rows=[0])
                 for r, j in enumerate(block) if j is not None
             ]
+            tokens = torch.full((n,), rows[i][-1], device=lm.device)
             with head_outputs(lm, patches=patches, attention_mask=full_mask, offset=prefix.length):
-                logits, _ = forward_tokens(lm, ids, tail_mask, prefix=prefix.expand(n))
-            probs[start : start + n] = _gold_prob(logits, gold[i]).cpu()
+                logits = forward_alternatives(lm, tokens, prefix)
+            probs[start : start + n] = logits.float().softmax(-1)[:, gold[i]].cpu()
         out[i] = probs[1:] - probs[0]
     return out
 
