@@ -5,8 +5,8 @@ Same model, same mean head outputs, same corrupted (shuffled-label) 10-shot prom
 - *full* (the straightforward implementation): for every prompt, one unpatched forward and one full forward
   per head at batch size 1 with that head's last-token output replaced by its mean;
 - *cached* (``ltvlib.baselines.function_vector.indirect_effects``): every prompt's prefix (all tokens but the
-  last) once, then all ``n_layers * n_heads`` patched copies plus the unpatched one as rows of batched
-  single-token forwards over it.
+  last) once, then all ``n_layers * n_heads`` patched copies plus the unpatched one as positions of one sequence
+  after it, each attending the prefix and itself (``ltvlib.kv_cache.forward_alternatives``).
 
 Reports wall times, their ratio, the largest difference between the two indirect-effect tables and whether
 the top-10 heads agree.
