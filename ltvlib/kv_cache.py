@@ -145,7 +145,9 @@ def forward_alternatives(lm: LoadedModel, tokens: Tensor, prefix: KVPrefix) -> T
     own = torch.eye(n, dtype=torch.bool, device=device)[None, None]
     mask: Any = torch.cat([seen, own], dim=-1)  # (1, 1, n, prefix + n): True where a position may attend
     layer_types = getattr(text_model(lm).config, "layer_types", None)
-    if layer_types is not None:  # one mask per attention type; a cached prefix fits inside a sliding window
+    # one mask per attention type: a cached prefix is shorter than a sliding window (compute_prefix refuses longer
+    # ones) and every position has the prefix's next position id, so no key lies outside a window
+    if layer_types is not None:
         mask = {t: mask for t in set(layer_types)}
     out = lm.model(
         input_ids=tokens.view(1, n).to(device),

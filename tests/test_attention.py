@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltvlib.attention import ATTENTION, grouped_sdpa_attention, use_grouped_attention
+from ltvlib.attention import ATTENTION, use_grouped_attention
 from ltvlib.kv_cache import compute_prefix, forward_alternatives, forward_from_layer, forward_tokens
 from ltvlib.prompts import pad_left
 
@@ -34,19 +34,17 @@ def test_loaded_models_use_grouped_attention(tiny):
     assert tiny.geometry.n_kv_heads < tiny.geometry.n_heads  # the fixtures have grouped queries
 
 
-def test_grouped_attention_equals_sdpa_with_repeated_heads(tiny):
+def test_grouped_attention_equals_sdpa_with_repeated_heads(tiny, monkeypatch):
     calls = []
-    original = grouped_sdpa_attention.__globals__["torch"].nn.functional.scaled_dot_product_attention
+    kernel = torch.nn.functional.scaled_dot_product_attention
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("enable_gqa", False))
-        return original(*args, **kwargs)
+        return kernel(*args, **kwargs)
 
-    try:
-        torch.nn.functional.scaled_dot_product_attention = counting
-        ours_logits, ours_grad = _tail_run(tiny)
-    finally:
-        torch.nn.functional.scaled_dot_product_attention = original
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    ours_logits, ours_grad = _tail_run(tiny)
+    monkeypatch.undo()
     assert any(calls), "the grouped path never ran (a mask and several query positions should take it)"
     tiny.model.set_attn_implementation("sdpa")
     try:

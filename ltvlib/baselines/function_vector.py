@@ -276,8 +276,9 @@ def indirect_effects(
     Args:
         prompts: corrupted prompts; gold: the gold first token of each.
         means: ``(n_layers, n_heads, head_dim)`` mean head outputs.
-        method: ``"cached"`` (each prompt's prefix once, all heads as positions of batched single-token passes) or
-            ``"full"`` (one full forward per head and prompt at batch size 1: the reference).
+        method: ``"cached"`` (each prompt's prefix once, then the heads' patched copies of its last token as
+            positions of one sequence after it, up to 512 per pass) or ``"full"`` (one full forward per head and
+            prompt at batch size 1: the reference).
         heads: the ``(layer, head)`` pairs to measure (default: all).
         max_cache_bytes: cached path only: bound on the keys/values materialised per batched pass.
 
