@@ -34,6 +34,7 @@ from .attention import use_grouped_attention
 from .cache import cache_root
 from .prompts import context_length, tokenizer_limit
 from .sites import ArchTable, HeadGeometry, arch_table, head_geometry
+from .unembedding import use_contiguous_unembedding
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -195,6 +196,7 @@ def wrap_model(model: PreTrainedModel, tokenizer: Any, name: str) -> LoadedModel
     model has: a prompt past them stops with :class:`ltvlib.prompts.ContextLengthError` instead of running."""
     table = arch_table(model.config)
     use_grouped_attention(model)  # on CPU: grouped keys and values read once, not copied per query head
+    use_contiguous_unembedding(model)  # the kept positions' logits in one product, the weight read once
     model.eval()
     model.requires_grad_(False)
     if tokenizer is not None and tokenizer.pad_token_id is None:
@@ -220,6 +222,18 @@ def quiet_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+def _publish_dir(tmp: Path, target: Path) -> None:
+    """Move the finished folder ``tmp`` to ``target`` in one rename. When another process converted the same model
+    meanwhile and published a complete folder there first, that folder is kept and ``tmp`` removed; a ``target``
+    that exists without a ``config.json`` stops with the rename's error."""
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        if not (target / "config.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _dequantised_dir(entry: EmbeddedModel) -> Path:
     """The cached fp32 Hugging Face folder of an embedded model, converting the GGUF file on first use."""
     target = cache_root() / "models" / entry.name
@@ -241,7 +255,7 @@ def _dequantised_dir(entry: EmbeddedModel) -> Path:
     try:
         plain.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)
+        _publish_dir(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

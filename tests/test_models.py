@@ -111,3 +111,31 @@ def test_byte_tokenizer_round_trips_text():
     ids = tok(text).input_ids
     assert len(ids) == len(text.encode()) and max(ids) < 256
     assert tok.decode(ids) == text and len(tok) == 259
+
+
+def test_a_model_folder_published_first_by_another_process_is_kept(tmp_path):
+    """Two processes converting the same embedded model at once: the second rename finds the first's folder,
+    keeps it and removes its own copy, instead of stopping with "Directory not empty"."""
+    from ltvlib.models import _publish_dir
+
+    target, theirs, ours = tmp_path / "smollm2-135m", tmp_path / ".theirs", tmp_path / ".ours"
+    for folder, text in [(theirs, "first"), (ours, "second")]:
+        folder.mkdir()
+        (folder / "config.json").write_text(text)
+    _publish_dir(theirs, target)
+    _publish_dir(ours, target)
+    assert (target / "config.json").read_text() == "first"
+    assert not ours.exists() and not theirs.exists()
+
+
+def test_a_folder_in_the_way_without_a_config_stops_the_publication(tmp_path):
+    from ltvlib.models import _publish_dir
+
+    target, ours = tmp_path / "smollm2-135m", tmp_path / ".ours"
+    (target / "junk").mkdir(parents=True)
+    (target / "junk" / "x").write_text("x")
+    ours.mkdir()
+    (ours / "config.json").write_text("{}")
+    with pytest.raises(OSError):
+        _publish_dir(ours, target)
+    assert ours.exists()  # the caller removes its folder (and the error says why)
