@@ -76,7 +76,7 @@ def measure(lm: Any, *, rows: int, tokens: int, kept: int, rounds: int = 3, seed
         if backward:
             diff = max(diff, _relative_diff(results["strided"][1], results["block"][1]))
         out["backward" if backward else "forward"] = {"seconds": best, "ratio": best["strided"] / best["block"],
-                                                      "max_abs_diff": diff}
+                                                      "max_rel_diff": diff}
     return out
 
 
@@ -89,7 +89,7 @@ def report(rows: list[tuple[str, dict[str, Any]]]) -> str:
             r = m[kind]
             lines.append(f"| {model} | {m['rows']} x {m['tokens']}, {m['kept']} | {kind} | "
                          f"{r['seconds']['strided']:.3f} | {r['seconds']['block']:.3f} | {r['ratio']:.2f}x | "
-                         f"{r['max_abs_diff']:.1e} |")
+                         f"{r['max_rel_diff']:.1e} |")
     return "\n".join(lines)
 
 
